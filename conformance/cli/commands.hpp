@@ -1,0 +1,14 @@
+#pragma once
+/// Subcommands of the `attest` CLI. Each lives in its own cmd_*.cpp and adds itself to the app;
+/// its callback returns the process exit code (0 pass, 1 fail, 2 usage or input error) through
+/// `set_exit`. Input errors are thrown as attest::Error and turned into one line + exit 2 by main.
+#include <CLI/CLI.hpp>
+
+namespace attest::cli {
+
+/// Records the exit code a subcommand wants main() to return.
+void set_exit(int code);
+
+void add_reference_command(CLI::App& app);  // issue 2: FP64/FP32/multiprecision reference
+
+}  // namespace attest::cli
