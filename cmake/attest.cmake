@@ -6,6 +6,12 @@ function(attest_target_defaults target)
   # (GCC bug 105329); the warning is useless until GCC 13.
   target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wshadow -Wno-unused-parameter
     $<$<CXX_COMPILER_ID:GNU>:-Wno-restrict>)
+  # Bit-exact emulation needs every rounding to be explicit: no silent a*b+c -> fma contraction.
+  # Code that wants a fused multiply-add calls std::fma.
+  target_compile_options(${target} PRIVATE -ffp-contract=off)
+  if(ATTEST_NATIVE)
+    target_compile_options(${target} PRIVATE -march=native)
+  endif()
   if(ATTEST_WERROR)
     target_compile_options(${target} PRIVATE -Werror)
   endif()
