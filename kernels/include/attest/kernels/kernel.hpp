@@ -1,0 +1,97 @@
+#pragma once
+/// The kernel registry: every kernel under test (CPU implementations, mutants, device kernels,
+/// plugins) is a `Kernel` with a name, a backend, the recipes it implements, its capabilities,
+/// `supports(problem, recipe)` (refusal with a reason — UNSUPPORTED is a verdict, never a silent
+/// fallback) and `run`. Adding a kernel is one file with ATTEST_REGISTER_KERNELS plus one CMake
+/// line. kernels/ never includes reference/ (independent implementations cannot share a bug).
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attest/core/problem.hpp"
+#include "attest/core/recipe.hpp"
+#include "attest/core/status.hpp"
+#include "attest/core/tensor.hpp"
+
+namespace attest::kernels {
+
+struct Capabilities {
+  std::vector<std::int64_t> head_dims;  ///< supported head_dim values; empty = any
+  std::vector<Mask> masks{Mask::none, Mask::causal_tl, Mask::causal_br};
+  std::vector<Layout> layouts{Layout::bshd, Layout::bhsd, Layout::packed_qkv, Layout::strided};
+  bool gqa = true;             ///< heads_kv < heads_q
+  bool cross = true;           ///< seqlen_kv != seqlen_q
+  bool ragged = true;          ///< cu_seqlens
+  bool head_dim_v = true;      ///< head_dim_v != head_dim
+  bool lse = true;             ///< writes the float32 LSE
+  bool graph_capturable = false;
+  bool deterministic = true;   ///< same bits run to run
+  bool bitwise = false;        ///< promises bits == recipe emulator
+};
+
+/// One call's buffers. Inputs hold float32 values in logical order (q [B,S,H,D], k [B,T,Hkv,D],
+/// v [B,T,Hkv,Dv]; ragged: [1,total,...] with the problem's cu_seqlens) with the strides of the
+/// problem's layout; the kernel applies its recipe's quantization itself. `out` is float32
+/// [B,S,H,Dv] (ragged [1,total_q,H,Dv]) holding the recipe's output-format values, possibly
+/// strided and prefilled with poison: the kernel must write every element. `lse` is float32
+/// [B,H,S] (ragged [1,H,total_q]), natural log, or nullptr when not requested.
+struct Args {
+  const Problem& problem;
+  const Recipe& recipe;
+  const Tensor& q;
+  const Tensor& k;
+  const Tensor& v;
+  const Tensor& out;
+  const Tensor* lse = nullptr;
+  std::string_view config;  ///< tuning config / call path (one of Kernel::configs()); "" = default
+};
+
+class Kernel {
+ public:
+  virtual ~Kernel() = default;
+  /// Unique name, e.g. "cpu.tiled.bf16", "gpu.emu.sage_int8_fp8_perblock", "mutant.scale_off".
+  [[nodiscard]] virtual std::string name() const = 0;
+  /// "cpu", "cuda", "hip", "plugin".
+  [[nodiscard]] virtual std::string backend() const = 0;
+  /// The recipes it implements (named recipe labels or full strings).
+  [[nodiscard]] virtual std::vector<std::string> recipes() const = 0;
+  [[nodiscard]] virtual Capabilities capabilities() const = 0;
+  /// Tuning configs / call paths whose outputs must be bitwise equal (call-path parity).
+  [[nodiscard]] virtual std::vector<std::string> configs() const { return {""}; }
+  /// Ok, or the reason this problem/recipe is refused. The default checks recipes() and
+  /// capabilities(); override to add kernel-specific limits (call the default first).
+  [[nodiscard]] virtual Status supports(const Problem& p, const Recipe& r) const;
+  /// Runs one forward pass. Throws attest::Error on a refused problem (callers ask supports()).
+  virtual void run(const Args& args) = 0;
+};
+
+/// The one registry.
+class Registry {
+ public:
+  static Registry& instance();
+  void add(std::unique_ptr<Kernel> k);  ///< throws attest::Error on a duplicate name
+  [[nodiscard]] const std::vector<std::unique_ptr<Kernel>>& all() const { return kernels_; }
+  [[nodiscard]] Kernel* find(std::string_view name) const;  ///< nullptr when absent
+  /// Kernels whose name matches a shell glob (fnmatch), in registration order.
+  [[nodiscard]] std::vector<Kernel*> match(std::string_view glob) const;
+
+ private:
+  std::vector<std::unique_ptr<Kernel>> kernels_;
+};
+
+/// Static registration helper; use ATTEST_REGISTER_KERNELS.
+struct Registrar {
+  explicit Registrar(const std::function<std::vector<std::unique_ptr<Kernel>>()>& make);
+};
+
+}  // namespace attest::kernels
+
+#define ATTEST_KERNELS_CAT2(a, b) a##b
+#define ATTEST_KERNELS_CAT(a, b) ATTEST_KERNELS_CAT2(a, b)
+/// ATTEST_REGISTER_KERNELS([] { std::vector<std::unique_ptr<Kernel>> v; ...; return v; });
+/// Kernel sources are compiled into OBJECT libraries so the registrar is never dropped by the linker.
+#define ATTEST_REGISTER_KERNELS(factory) \
+  static const ::attest::kernels::Registrar ATTEST_KERNELS_CAT(attest_registrar_, __LINE__){factory}
