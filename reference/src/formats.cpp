@@ -1,0 +1,418 @@
+// Element format codecs. Two encoders live here and must agree bit for bit (the tests compare
+// both against an independent exact-rational oracle):
+//  - encode_generic: from double by frexp/ldexp (exact power-of-two scaling), every rounding
+//    and overflow mode, every format; used for the double overload and the non-RNE modes;
+//  - FastRne: float bits with round-to-nearest-even by integer add (normal range) and by one
+//    float addition of a power of two (subnormal range), branch-free so loops vectorise.
+#include "attest/reference/formats.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "attest/core/status.hpp"
+
+namespace attest::ref {
+namespace {
+
+constexpr double p2(int e) { return e >= 0 ? double(1ull << e) : 1.0 / double(1ull << -e); }
+
+// The format table of FORMATS.md. bf16 and fp16 follow IEEE binary conventions.
+constexpr std::array<FormatInfo, 11> kInfo{{
+    {"bf16", 16, 8, 7, 127, 0x1.FEp127, 0x1p-126, 0x1p-133, true, true, true, 0},
+    {"fp16", 16, 5, 10, 15, 65504.0, 0x1p-14, 0x1p-24, true, true, true, 0},
+    {"fp8_e4m3fn", 8, 4, 3, 7, 448.0, 0x1p-6, 0x1p-9, false, true, true, 8},
+    {"fp8_e5m2", 8, 5, 2, 15, 57344.0, 0x1p-14, 0x1p-16, true, true, true, 15},
+    {"fp8_e4m3fnuz", 8, 4, 3, 8, 240.0, 0x1p-7, 0x1p-10, false, true, false, 0},
+    {"fp8_e5m2fnuz", 8, 5, 2, 16, 57344.0, 0x1p-15, 0x1p-17, false, true, false, 0},
+    {"fp6_e2m3fn", 6, 2, 3, 1, 7.5, 1.0, 0.125, false, false, true, 2},
+    {"fp6_e3m2fn", 6, 3, 2, 3, 28.0, 0.25, 0.0625, false, false, true, 4},
+    {"fp4_e2m1fn", 4, 2, 1, 1, 6.0, 1.0, 0.5, false, false, true, 2},
+    {"e8m0fnu", 8, 8, 0, 127, 0x1p127, 0x1p-127, 0x1p-127, false, true, false, 0},
+    {"int8", 8, 0, 7, 0, 127.0, 1.0, 1.0, false, false, false, 0},
+}};
+constexpr std::array<Format, 11> kAll{Format::bf16, Format::fp16, Format::fp8_e4m3fn, Format::fp8_e5m2,
+                                      Format::fp8_e4m3fnuz, Format::fp8_e5m2fnuz, Format::fp6_e2m3fn,
+                                      Format::fp6_e3m2fn, Format::fp4_e2m1fn, Format::e8m0fnu, Format::int8};
+
+// Largest finite magnitude code (sign bit clear) of the sign/exponent/mantissa formats.
+constexpr std::uint32_t max_code(Format f) {
+  switch (f) {
+    case Format::bf16: return 0x7F7F;
+    case Format::fp16: return 0x7BFF;
+    case Format::fp8_e4m3fn: return 0x7E;
+    case Format::fp8_e5m2: return 0x7B;
+    case Format::fp8_e4m3fnuz:
+    case Format::fp8_e5m2fnuz: return 0x7F;
+    case Format::fp6_e2m3fn:
+    case Format::fp6_e3m2fn: return 0x1F;
+    case Format::fp4_e2m1fn: return 0x7;
+    case Format::e8m0fnu: return 0xFE;
+    case Format::int8: return 0x7F;
+  }
+  return 0;
+}
+constexpr std::uint32_t sign_bit(Format f) { return 1u << (kInfo[static_cast<int>(f)].bits - 1); }
+constexpr bool is_fnuz(Format f) { return f == Format::fp8_e4m3fnuz || f == Format::fp8_e5m2fnuz; }
+
+// Code of a NaN input.
+constexpr std::uint32_t nan_code_for(Format f, Overflow o, bool neg) {
+  const bool cuda = o == Overflow::sat_cuda;
+  switch (f) {
+    case Format::bf16: return cuda ? 0x7FFF : (neg ? 0xFFC0 : 0x7FC0);
+    case Format::fp16: return cuda ? 0x7FFF : (neg ? 0xFE00 : 0x7E00);
+    case Format::fp8_e4m3fn: return cuda ? 0x7F : (neg ? 0xFF : 0x7F);
+    case Format::fp8_e5m2: return cuda ? 0x7F : (neg ? 0xFE : 0x7E);
+    case Format::fp8_e4m3fnuz:
+    case Format::fp8_e5m2fnuz: return 0x80;
+    // ml_dtypes returns `sign ? -quiet_NaN : quiet_NaN` with quiet_NaN = -0, so the sign flips.
+    case Format::fp6_e2m3fn:
+    case Format::fp6_e3m2fn: return o != Overflow::ieee ? 0x00 : (neg ? 0x00 : 0x20);
+    case Format::fp4_e2m1fn: return o != Overflow::ieee ? 0x0 : (neg ? 0x0 : 0x8);
+    case Format::e8m0fnu: return 0xFF;
+    case Format::int8: return 0;
+  }
+  return 0;
+}
+// Code of a finite value whose rounded magnitude exceeds the format's max.
+constexpr std::uint32_t overflow_code_for(Format f, Overflow o, bool neg) {
+  const std::uint32_t s = neg ? sign_bit(f) : 0;
+  if (o != Overflow::ieee) return max_code(f) | s;
+  switch (f) {
+    case Format::bf16: return 0x7F80 | s;
+    case Format::fp16: return 0x7C00 | s;
+    case Format::fp8_e4m3fn: return 0x7F | s;
+    case Format::fp8_e5m2: return 0x7C | s;
+    case Format::fp8_e4m3fnuz:
+    case Format::fp8_e5m2fnuz: return 0x80;
+    default: return max_code(f) | s;
+  }
+}
+// Code of an infinite input: sat_cuda saturates it, ieee and sat_hip treat it as overflow.
+constexpr std::uint32_t inf_code_for(Format f, Overflow o, bool neg) {
+  return overflow_code_for(f, o == Overflow::sat_cuda ? o : Overflow::ieee, neg);
+}
+
+// Rounds n + frac (0 <= frac < 1, both exact) to an integer with the tie rule.
+inline std::int64_t round_int(double n, double frac, Rounding r) {
+  const auto i = static_cast<std::int64_t>(n);
+  if (frac > 0.5) return i + 1;
+  if (frac < 0.5) return i;
+  switch (r) {
+    case Rounding::rne: return i + (i & 1);
+    case Rounding::away: return i + 1;
+    case Rounding::smaller: return i;
+  }
+  return i;
+}
+
+// |a| rounded to the grid of a format with `man` mantissa bits and minimum normal exponent
+// `emin`; returns the magnitude code (exponent field << man | mantissa), which may exceed the
+// format's max (the caller decides overflow). Exact: ldexp scales by a power of two, and
+// q < 2^(man+1) keeps q's fractional part exact in a double.
+inline std::int64_t round_magnitude(double a, int man, int emin, Rounding r) {
+  if (a == 0.0) return 0;
+  int e2 = 0;
+  std::frexp(a, &e2);  // a = f * 2^e2, f in [0.5, 1): floor(log2 a) = e2 - 1
+  const int e = std::max(e2 - 1, emin);
+  const double q = std::ldexp(a, man - e);
+  const double n = std::floor(q);
+  const std::int64_t m = round_int(n, q - n, r);
+  // (e - emin) << man + m: a subnormal has m < 2^man at e == emin, a carry m == 2^(man+1) lands
+  // in the next binade, both without special cases.
+  return (static_cast<std::int64_t>(e - emin) << man) + m;
+}
+
+std::uint16_t encode_e8m0(double x, Rounding r, Overflow o) {
+  if (std::isnan(x)) return 0xFF;
+  if (std::isinf(x)) return (x > 0 && o == Overflow::sat_cuda) ? 0xFE : 0xFF;
+  if (x <= 0.0) return o == Overflow::ieee ? 0xFF : 0x00;  // no zero, no sign
+  int e2 = 0;
+  const double f = std::frexp(x, &e2);  // x = 2f * 2^(e2-1), 2f in [1, 2)
+  int e = e2 - 1;
+  const double g = 2.0 * f;
+  if (g > 1.5 || (g == 1.5 && (r == Rounding::away || (r == Rounding::rne && ((e + 127) & 1))))) ++e;
+  // Below 2^-127 the nearest value is always 2^-127 (code 0): no zero exists.
+  if (e < -127) return 0x00;
+  if (e > 127) return o == Overflow::ieee ? 0xFF : 0xFE;
+  return static_cast<std::uint16_t>(e + 127);
+}
+
+std::uint16_t encode_int8(double x, Rounding r) {
+  if (std::isnan(x)) return 0;
+  const bool neg = std::signbit(x);
+  const double a = std::min(std::fabs(x), 1024.0);  // saturates below anyway
+  const double n = std::floor(a);
+  std::int64_t v = round_int(n, a - n, r);
+  if (neg) v = -v;
+  v = std::clamp<std::int64_t>(v, -128, 127);
+  return static_cast<std::uint16_t>(static_cast<std::uint8_t>(static_cast<std::int8_t>(v)));
+}
+
+std::uint16_t encode_generic(Format f, double x, Rounding r, Overflow o) {
+  if (f == Format::e8m0fnu) return encode_e8m0(x, r, o);
+  if (f == Format::int8) return encode_int8(x, r);
+  const FormatInfo& fi = kInfo[static_cast<int>(f)];
+  const bool neg = std::signbit(x);
+  if (std::isnan(x)) return static_cast<std::uint16_t>(nan_code_for(f, o, neg));
+  if (std::isinf(x)) return static_cast<std::uint16_t>(inf_code_for(f, o, neg));
+  double a = std::fabs(x);
+  if (o != Overflow::ieee && a > fi.max_finite) a = fi.max_finite;
+  const std::int64_t mag = round_magnitude(a, fi.man_bits, 1 - fi.bias, r);
+  if (mag > static_cast<std::int64_t>(max_code(f))) return static_cast<std::uint16_t>(overflow_code_for(f, o, neg));
+  if (mag == 0 && is_fnuz(f)) return 0;
+  return static_cast<std::uint16_t>(static_cast<std::uint32_t>(mag) | (neg ? sign_bit(f) : 0u));
+}
+
+// Round-to-nearest-even from float bits for a sign/exponent/mantissa format with M mantissa
+// bits and bias B. Normal range: add (half ulp - 1 + lsb) and shift (the classic bf16 trick),
+// then rebias. Subnormal range (|x| < 2^(1-B)): |x| + 2^(1-B-M+23) in float rounds |x| to a
+// multiple of the format's smallest subnormal (the float ulp of that constant) with the FPU's
+// RNE, and the integer difference of the bits is the subnormal code.
+template <Format F>
+struct FastRne {
+  static constexpr int M = kInfo[static_cast<int>(F)].man_bits;
+  static constexpr int B = kInfo[static_cast<int>(F)].bias;
+  static constexpr int kShift = 23 - M;
+  static constexpr std::uint32_t kRebias = static_cast<std::uint32_t>(127 - B) << M;
+  static constexpr std::uint32_t kMinNormalBits = static_cast<std::uint32_t>(127 + 1 - B) << 23;
+  static constexpr std::uint32_t kMagicBits = static_cast<std::uint32_t>(127 + 1 - B - M + 23) << 23;
+  static constexpr std::uint32_t kMax = max_code(F);
+  static constexpr std::uint32_t kSign = sign_bit(F);
+
+  template <Overflow O>
+  static inline std::uint32_t run(std::uint32_t u) {
+    const std::uint32_t a = u & 0x7FFFFFFFu;
+    const bool neg = (u >> 31) != 0;
+    const std::uint32_t norm = ((a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u)) >> kShift) - kRebias;
+    const float sum = std::bit_cast<float>(a) + std::bit_cast<float>(kMagicBits);
+    const std::uint32_t sub = std::bit_cast<std::uint32_t>(sum) - kMagicBits;
+    const std::uint32_t mag = a < kMinNormalBits ? sub : norm;
+    const std::uint32_t s = neg ? kSign : 0u;
+    std::uint32_t code = mag > kMax ? overflow_code_for(F, O, false) | (O == Overflow::ieee && is_fnuz(F) ? 0u : s)
+                                    : mag | s;
+    if constexpr (is_fnuz(F)) code = mag == 0 ? 0u : code;
+    if (a >= 0x7F800000u) {
+      code = a == 0x7F800000u ? inf_code_for(F, O, neg) : nan_code_for(F, O, neg);
+    }
+    return code;
+  }
+};
+
+// The fast path is valid where the format's normal range fits in float's (all but e8m0/int8)
+// and the subnormal magic constant is a normal float.
+template <Format F, Overflow O, class Out>
+void encode_loop(const float* in, Out* out, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    out[i] = static_cast<Out>(FastRne<F>::template run<O>(std::bit_cast<std::uint32_t>(in[i])));
+  }
+}
+
+template <Format F, class Out>
+void encode_loop_o(const float* in, Out* out, std::size_t n, Overflow o) {
+  switch (o) {
+    case Overflow::ieee: encode_loop<F, Overflow::ieee>(in, out, n); return;
+    case Overflow::sat_cuda: encode_loop<F, Overflow::sat_cuda>(in, out, n); return;
+    case Overflow::sat_hip: encode_loop<F, Overflow::sat_hip>(in, out, n); return;
+  }
+}
+
+// Returns false if (f, r) has no fast path.
+template <class Out>
+bool encode_fast(Format f, const float* in, Out* out, std::size_t n, Rounding r, Overflow o) {
+  if (r != Rounding::rne) return false;
+  switch (f) {
+    case Format::bf16: encode_loop_o<Format::bf16>(in, out, n, o); return true;
+    case Format::fp16: encode_loop_o<Format::fp16>(in, out, n, o); return true;
+    case Format::fp8_e4m3fn: encode_loop_o<Format::fp8_e4m3fn>(in, out, n, o); return true;
+    case Format::fp8_e5m2: encode_loop_o<Format::fp8_e5m2>(in, out, n, o); return true;
+    case Format::fp8_e4m3fnuz: encode_loop_o<Format::fp8_e4m3fnuz>(in, out, n, o); return true;
+    case Format::fp8_e5m2fnuz: encode_loop_o<Format::fp8_e5m2fnuz>(in, out, n, o); return true;
+    case Format::fp6_e2m3fn: encode_loop_o<Format::fp6_e2m3fn>(in, out, n, o); return true;
+    case Format::fp6_e3m2fn: encode_loop_o<Format::fp6_e3m2fn>(in, out, n, o); return true;
+    case Format::fp4_e2m1fn: encode_loop_o<Format::fp4_e2m1fn>(in, out, n, o); return true;
+    default: return false;
+  }
+}
+
+float decode_formula(Format f, std::uint32_t code) {
+  const FormatInfo& fi = kInfo[static_cast<int>(f)];
+  code &= (1u << fi.bits) - 1u;
+  if (f == Format::int8) return static_cast<float>(static_cast<std::int8_t>(static_cast<std::uint8_t>(code)));
+  if (f == Format::e8m0fnu) {
+    return code == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(code) - 127);
+  }
+  const bool neg = (code & sign_bit(f)) != 0;
+  const std::uint32_t mag = code & (sign_bit(f) - 1u);
+  float v = 0.0f;
+  if (is_nan_code(f, static_cast<std::uint16_t>(code))) {
+    v = std::numeric_limits<float>::quiet_NaN();
+  } else if (fi.has_inf && mag == (((1u << fi.exp_bits) - 1u) << fi.man_bits)) {
+    v = std::numeric_limits<float>::infinity();
+  } else {
+    const int ef = static_cast<int>(mag >> fi.man_bits);
+    const auto m = static_cast<int>(mag & ((1u << fi.man_bits) - 1u));
+    const int emin = 1 - fi.bias;
+    v = ef == 0 ? std::ldexp(static_cast<float>(m), emin - fi.man_bits)
+                : std::ldexp(static_cast<float>(m + (1 << fi.man_bits)), ef - fi.bias - fi.man_bits);
+  }
+  return neg ? -v : v;
+}
+
+// Decode tables for the formats of 8 bits or fewer (built once, from the formula).
+const std::array<std::array<float, 256>, 11>& small_tables() {
+  static const auto tables = [] {
+    std::array<std::array<float, 256>, 11> t{};
+    for (Format f : kAll) {
+      if (kInfo[static_cast<int>(f)].bits > 8) continue;
+      for (std::uint32_t c = 0; c < 256; ++c) t[static_cast<int>(f)][c] = decode_formula(f, c);
+    }
+    return t;
+  }();
+  return tables;
+}
+
+template <class E, std::size_t N>
+std::string name_list(const std::array<E, N>& items) {
+  std::string s;
+  for (const auto& it : items) s += (s.empty() ? "" : ", ") + std::string(it);
+  return s;
+}
+
+constexpr std::array<std::string_view, 3> kRoundNames{"rne", "away", "smaller"};
+constexpr std::array<std::string_view, 3> kOverflowNames{"ieee", "sat_cuda", "sat_hip"};
+
+}  // namespace
+
+const FormatInfo& format_info(Format f) { return kInfo.at(static_cast<std::size_t>(f)); }
+std::span<const Format> all_formats() { return kAll; }
+std::string_view format_name(Format f) { return format_info(f).name; }
+
+Format parse_format(std::string_view name) {
+  for (Format f : kAll)
+    if (format_name(f) == name) return f;
+  std::array<std::string_view, 11> names{};
+  for (std::size_t i = 0; i < kAll.size(); ++i) names[i] = format_name(kAll[i]);
+  throw Error("unknown format '" + std::string(name) + "' (valid: " + name_list(names) + ")");
+}
+std::string_view rounding_name(Rounding r) { return kRoundNames.at(static_cast<std::size_t>(r)); }
+Rounding parse_rounding(std::string_view name) {
+  for (std::size_t i = 0; i < kRoundNames.size(); ++i)
+    if (kRoundNames[i] == name) return static_cast<Rounding>(i);
+  throw Error("unknown rounding '" + std::string(name) + "' (valid: " + name_list(kRoundNames) + ")");
+}
+std::string_view overflow_name(Overflow o) { return kOverflowNames.at(static_cast<std::size_t>(o)); }
+Overflow parse_overflow(std::string_view name) {
+  for (std::size_t i = 0; i < kOverflowNames.size(); ++i)
+    if (kOverflowNames[i] == name) return static_cast<Overflow>(i);
+  throw Error("unknown overflow mode '" + std::string(name) + "' (valid: " + name_list(kOverflowNames) + ")");
+}
+
+std::uint16_t encode(Format f, float x, Rounding r, Overflow o) {
+  std::uint16_t c = 0;
+  if (encode_fast(f, &x, &c, 1, r, o)) return c;
+  return encode_generic(f, static_cast<double>(x), r, o);
+}
+std::uint16_t encode(Format f, double x, Rounding r, Overflow o) { return encode_generic(f, x, r, o); }
+
+float decode(Format f, std::uint16_t code) {
+  switch (f) {
+    case Format::bf16: {
+      float v = std::bit_cast<float>(static_cast<std::uint32_t>(code) << 16);
+      return std::isnan(v) ? std::copysign(std::numeric_limits<float>::quiet_NaN(), v) : v;
+    }
+    case Format::fp16: return decode_formula(f, code);
+    default: return small_tables()[static_cast<int>(f)][code & 0xFFu];
+  }
+}
+
+float round_to(Format f, float x, Rounding r, Overflow o) { return decode(f, encode(f, x, r, o)); }
+
+bool is_nan_code(Format f, std::uint16_t code) {
+  switch (f) {
+    case Format::bf16: return (code & 0x7FFF) > 0x7F80;
+    case Format::fp16: return (code & 0x7FFF) > 0x7C00;
+    case Format::fp8_e4m3fn: return (code & 0x7F) == 0x7F;
+    case Format::fp8_e5m2: return (code & 0x7F) > 0x7C;
+    case Format::fp8_e4m3fnuz:
+    case Format::fp8_e5m2fnuz: return (code & 0xFF) == 0x80;
+    case Format::e8m0fnu: return (code & 0xFF) == 0xFF;
+    default: return false;
+  }
+}
+std::uint32_t code_count(Format f) { return 1u << format_info(f).bits; }
+
+void encode_f32(Format f, std::span<const float> in, std::span<std::uint16_t> out, Rounding r, Overflow o) {
+  if (in.size() != out.size())
+    throw Error("encode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
+  if (encode_fast(f, in.data(), out.data(), in.size(), r, o)) return;
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = encode_generic(f, static_cast<double>(in[i]), r, o);
+}
+void encode_f32(Format f, std::span<const float> in, std::span<std::uint8_t> out, Rounding r, Overflow o) {
+  if (format_info(f).bits > 8)
+    throw Error("encode_f32: format " + std::string(format_name(f)) + " has 16-bit codes, not bytes");
+  if (in.size() != out.size())
+    throw Error("encode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
+  if (encode_fast(f, in.data(), out.data(), in.size(), r, o)) return;
+  for (std::size_t i = 0; i < in.size(); ++i)
+    out[i] = static_cast<std::uint8_t>(encode_generic(f, static_cast<double>(in[i]), r, o));
+}
+void decode_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out) {
+  if (in.size() != out.size())
+    throw Error("decode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = decode(f, in[i]);
+}
+void decode_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out) {
+  if (in.size() != out.size())
+    throw Error("decode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
+  if (format_info(f).bits > 8)
+    throw Error("decode_f32: format " + std::string(format_name(f)) + " has 16-bit codes, not bytes");
+  const auto& t = small_tables()[static_cast<int>(f)];
+  for (std::size_t i = 0; i < in.size(); ++i) out[i] = t[in[i]];
+}
+
+namespace {
+int packed_bits(Format f, const char* what) {
+  if (f != Format::fp4_e2m1fn && f != Format::fp6_e2m3fn && f != Format::fp6_e3m2fn)
+    throw Error(std::string(what) + ": format " + std::string(format_name(f)) + " is not packed (fp4/fp6 only)");
+  return format_info(f).bits;
+}
+}  // namespace
+
+std::vector<std::uint8_t> pack(Format f, std::span<const std::uint8_t> codes) {
+  const int bits = packed_bits(f, "pack");
+  std::vector<std::uint8_t> out((codes.size() * static_cast<std::size_t>(bits) + 7) / 8, 0);
+  std::size_t pos = 0;  // stream bit position
+  for (std::size_t i = 0; i < codes.size(); ++i, pos += static_cast<std::size_t>(bits)) {
+    const std::uint32_t c = codes[i];
+    if (c >> bits)
+      throw Error("pack: code " + std::to_string(c) + " at index " + std::to_string(i) + " does not fit " +
+                  std::to_string(bits) + " bits");
+    const std::uint32_t shifted = c << (pos % 8);  // spans at most two bytes
+    out[pos / 8] |= static_cast<std::uint8_t>(shifted & 0xFF);
+    if ((shifted >> 8) != 0) out[pos / 8 + 1] |= static_cast<std::uint8_t>(shifted >> 8);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> unpack(Format f, std::span<const std::uint8_t> packed, std::size_t count) {
+  const int bits = packed_bits(f, "unpack");
+  const std::size_t want = (count * static_cast<std::size_t>(bits) + 7) / 8;
+  if (packed.size() != want)
+    throw Error("unpack: " + std::to_string(count) + " codes of " + std::string(format_name(f)) + " need " +
+                std::to_string(want) + " bytes, got " + std::to_string(packed.size()));
+  std::vector<std::uint8_t> out(count);
+  std::size_t pos = 0;
+  for (std::size_t i = 0; i < count; ++i, pos += static_cast<std::size_t>(bits)) {
+    std::uint32_t w = packed[pos / 8];
+    if (pos / 8 + 1 < packed.size()) w |= static_cast<std::uint32_t>(packed[pos / 8 + 1]) << 8;
+    out[i] = static_cast<std::uint8_t>((w >> (pos % 8)) & ((1u << bits) - 1u));
+  }
+  return out;
+}
+
+}  // namespace attest::ref
