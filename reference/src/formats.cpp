@@ -129,7 +129,7 @@ inline std::int64_t round_magnitude(double a, int man, int emin, Rounding r) {
 
 std::uint16_t encode_e8m0(double x, Rounding r, Overflow o) {
   if (std::isnan(x)) return 0xFF;
-  if (std::isinf(x)) return (x > 0 && o == Overflow::sat_cuda) ? 0xFE : 0xFF;
+  if (std::isinf(x)) return o != Overflow::sat_cuda ? 0xFF : (x > 0 ? 0xFE : 0x00);
   if (x <= 0.0) return o == Overflow::ieee ? 0xFF : 0x00;  // no zero, no sign
   int e2 = 0;
   const double f = std::frexp(x, &e2);  // x = 2f * 2^(e2-1), 2f in [1, 2)

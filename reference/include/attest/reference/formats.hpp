@@ -6,8 +6,8 @@
 ///
 /// Invariants:
 /// - decode is exact: every code of every format is a float32 value (or NaN).
-/// - encode(F, decode(F, c)) == c for every non-NaN code c, in every rounding and overflow mode,
-///   except FNUZ/int8 have no -0 and e8m0fnu has no sign (their codes are all canonical).
+/// - encode(F, decode(F, c)) == c for every non-NaN code c, in every rounding and overflow mode
+///   (except the Inf codes under sat_cuda, which saturates Inf to max).
 /// - encode(double) rounds once from the double (no double rounding through float).
 /// - Rounding applies to subnormals exactly like to normals (gradual underflow, no flush).
 ///
@@ -35,7 +35,8 @@ enum class Format : std::uint8_t {
 ///   away    ties away from zero (microxcaling "nearest", AITER _compute_mx_quant_and_scale_rne);
 ///   smaller ties toward the smaller magnitude (AITER native fp4 pack).
 /// For int8 "even" means an even integer; for e8m0fnu the tie is 1.5 * 2^e (between 2^e and
-/// 2^(e+1)) and "even" means an even exponent code.
+/// 2^(e+1)) and "even" means an even exponent code (ml_dtypes >= 0.5.1 rounds these ties up,
+/// which is `away` here; see docs/formats.md).
 enum class Rounding : std::uint8_t { rne, away, smaller };
 
 /// What happens to values beyond the format's range, to Inf and to NaN.
@@ -43,16 +44,20 @@ enum class Rounding : std::uint8_t { rne, away, smaller };
 ///              e4m3fn: overflow and +-Inf -> NaN (0x7F / 0xFF, sign kept);
 ///              e5m2 / bf16 / fp16: overflow -> +-Inf (a value that rounds down to max stays max);
 ///              FNUZ: overflow, +-Inf and NaN -> 0x80; -0 -> 0x00;
-///              fp6 / fp4: saturate to +-max (Inf too); NaN -> -0 (ml_dtypes);
+///              fp6 / fp4: saturate to +-max (Inf too); NaN -> -0, -NaN -> +0 (ml_dtypes);
 ///              e8m0fnu: above 2^127 (after rounding), Inf, NaN, zero, negative -> 0xFF;
-///                       below 2^-127 (after rounding) -> 0x00 (no zero code exists);
+///                       below 2^-127 -> 0x00 (2^-127 is the nearest value: there is no zero);
 ///              int8: saturate to [-128, 127], NaN -> 0 (cvt.rni.sat.s8.f32).
 ///   sat_cuda = cvt.rn.satfinite / __NV_SATFINITE: |x| > max -> +-max, +-Inf -> +-max,
-///              NaN -> the format's NaN (0x7F for e4m3fn/e5m2), -0 kept (0x80).
+///              NaN -> 0x7F for e4m3fn/e5m2, 0x7FFF for bf16/fp16 (CUDA canonical NaN), 0x80
+///              for FNUZ; -0 kept (0x80) where the format has -0;
+///              e8m0fnu: +Inf and values above 2^127 -> 0xFE, zero/negative/-Inf -> 0x00, NaN -> 0xFF.
 ///   sat_hip  = amd_hip_fp8.h saturating: finite values are clamped to +-max before RNE;
-///              Inf and NaN convert as in `ieee` (Inf -> NaN for e4m3fn, Inf for e5m2).
+///              Inf and NaN convert as in `ieee` (Inf -> NaN for e4m3fn, Inf for e5m2);
+///              e8m0fnu: finite values clamp to [2^-127, 2^127] (zero/negative -> 0x00).
 /// For formats without Inf/NaN (fp6, fp4, int8) all three modes agree except NaN: sat_cuda and
-/// sat_hip give +0 for fp6/fp4 NaN (ieee gives -0 per ml_dtypes).
+/// sat_hip give +0 for fp6/fp4 NaN (ieee gives ml_dtypes' zero with the sign flipped:
+/// +NaN -> -0, -NaN -> +0). What the hardware does with an fp4/fp6 NaN is UNVERIFIED.
 enum class Overflow : std::uint8_t { ieee, sat_cuda, sat_hip };
 
 /// Static description of a format.
