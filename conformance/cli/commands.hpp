@@ -10,5 +10,6 @@ namespace attest::cli {
 void set_exit(int code);
 
 void add_reference_command(CLI::App& app);  // issue 2: FP64/FP32/multiprecision reference
+void add_generate_command(CLI::App& app);   // issue 2: deterministic q/k/v inputs as .npy
 
 }  // namespace attest::cli
