@@ -1,0 +1,93 @@
+#pragma once
+// The tiled CPU attention kernel: one engine for every recipe, driven by the parsed Recipe, with
+// a compile-time `Bug` parameter from which the mutants are derived (`if constexpr`: the
+// production instantiation Bug::none carries no mutant branch).
+//
+// Structure (deliberately unlike the emulator's row-by-row loops): work items are
+// (batch, head, query tile); a query tile of `tile_q` rows keeps one `RowState` per row
+// (FlashInfer-style online-softmax state: running max, running sum, accumulator, with
+// update/finalize) and walks the KV tiles in key order. Operands are quantized once per call
+// into packed per-slab buffers (`Operand`). Per-row arithmetic is sequential in key order and
+// depends only on that row's data, so the bits do not depend on threads, traversal order,
+// layout or strides.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attest/kernels/kernel.hpp"
+#include "cpu/cpu_numerics.hpp"
+#include "cpu/cpu_scheme.hpp"
+
+namespace attest::kernels::cpu {
+
+/// Planted bugs of the mutants (kernels/cpu/mutants). Bug::none is the production kernel.
+enum class Bug : std::uint8_t {
+  none,
+  skip_last_kv_tile,   ///< a row's last KV tile is skipped when it is partial
+  scale_off_1pct,      ///< softmax scale multiplied by 1.01
+  no_rescale,          ///< accumulator and sum not rescaled when the row max grows
+  causal_tl_for_br,    ///< top-left causal alignment where bottom-right is declared
+  gqa_wrong_head,      ///< KV head h % Hkv instead of h / (H / Hkv)
+  fp8_v_nosat,         ///< FP8 V cast without saturation (overflow -> NaN)
+  int8_trunc,          ///< INT8 Q/K conversion truncates instead of rounding
+  smooth_per_token,    ///< K smoothed by each token's channel mean instead of each channel's token mean
+  lse_log2,            ///< LSE written in log2 units
+  skip_last_q_tile,    ///< the last partial query tile is never computed nor written
+  oob_write,           ///< one element written just past the output's last element
+  contiguous_assumed,  ///< strides ignored: inputs and output read/written as contiguous bshd
+  nondeterministic,    ///< P.V summation within a tile starts at a key that rotates per call
+  p_e5m2,              ///< P cast to e5m2 instead of the recipe's P format
+  ftz_acc,             ///< FP32 accumulator flushed to zero when subnormal
+};
+
+/// The recipe as the engine uses it.
+struct Plan {
+  Recipe recipe;
+  Scheme q, k, v;
+};
+/// Parses the recipe's schemes; throws attest::Error on a malformed scheme.
+Plan make_plan(const Recipe& r);
+/// Empty when the engine implements every field of the plan, else why not.
+std::string plan_unsupported(const Plan& p);
+
+/// Runs the engine. `config` is one of tiled_configs().
+template <Bug B>
+void run_tiled(const Args& a, const Plan& plan);
+
+/// Call paths with identical per-row arithmetic: "" (direct, query tiles ascending),
+/// "path=wrapper" (inputs packed into contiguous copies, query tiles descending, output staged
+/// and copied out), "qtile=16" (16-row query tiles instead of the recipe's tile_q).
+std::vector<std::string> tiled_configs();
+
+/// A tiled kernel for one recipe; mutants use the same class with their Bug.
+template <Bug B>
+class TiledKernel final : public Kernel {
+ public:
+  TiledKernel(std::string name, std::string recipe_text)
+      : name_(std::move(name)), recipe_text_(std::move(recipe_text)) {}
+  std::string name() const override { return name_; }
+  std::string backend() const override { return "cpu"; }
+  std::vector<std::string> recipes() const override { return {recipe_label(parse_recipe(recipe_text_))}; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.bitwise = true;  // mutants lie here: that is the point
+    c.deterministic = true;
+    return c;
+  }
+  std::vector<std::string> configs() const override { return tiled_configs(); }
+  Status supports(const Problem& p, const Recipe& r) const override {
+    if (auto st = Kernel::supports(p, r); !st) return st;
+    if (auto why = plan_unsupported(make_plan(r)); !why.empty()) return Status::unsupported(why);
+    return Status::ok();
+  }
+  void run(const Args& a) override {
+    if (auto st = supports(a.problem, a.recipe); !st) throw Error(name_ + ": " + st.reason());
+    run_tiled<B>(a, make_plan(a.recipe));
+  }
+
+ private:
+  std::string name_, recipe_text_;
+};
+
+}  // namespace attest::kernels::cpu

@@ -1,0 +1,39 @@
+// The registry holds the production kernels and (in test builds) the mutants, each once; every
+// named recipe has its cpu.tiled kernel; supports() refuses what capabilities exclude.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "attest/kernels/kernel.hpp"
+
+namespace attest::kernels {
+namespace {
+
+TEST(Registry, ListsProductionKernelsAndMutants) {
+  auto& reg = Registry::instance();
+  ASSERT_NE(reg.find("cpu.ref64"), nullptr);
+  for (const auto& n : named_recipes())
+    EXPECT_NE(reg.find("cpu.tiled." + std::string(n.name)), nullptr) << "no cpu.tiled kernel for recipe " << n.name;
+  for (const char* m : {"skip_last_kv_tile", "scale_off_1pct", "no_rescale", "causal_tl_for_br", "gqa_wrong_head",
+                        "lse_log2", "skip_last_q_tile", "oob_write", "contiguous_assumed", "nondeterministic", "ftz_acc"})
+    EXPECT_NE(reg.find(std::string("mutant.") + m), nullptr) << m;
+  std::set<std::string> names;
+  for (const auto& k : reg.all()) EXPECT_TRUE(names.insert(k->name()).second) << "duplicate " << k->name();
+  EXPECT_EQ(reg.match("cpu.tiled.*").size(), named_recipes().size());
+}
+
+TEST(Registry, EveryKernelDeclaresParsableRecipesAndCallPaths) {
+  for (const auto& k : Registry::instance().all()) {
+    ASSERT_FALSE(k->recipes().empty()) << k->name();
+    for (const auto& r : k->recipes()) EXPECT_NO_THROW(parse_recipe(r)) << k->name() << ": " << r;
+    EXPECT_EQ(k->backend(), "cpu") << k->name();
+    if (k->name().rfind("cpu.tiled.", 0) == 0 || k->name().rfind("mutant.", 0) == 0) {
+      EXPECT_TRUE(k->capabilities().bitwise) << k->name();
+      EXPECT_GE(k->configs().size(), 2u) << k->name();
+    }
+  }
+  EXPECT_FALSE(Registry::instance().find("cpu.ref64")->capabilities().bitwise);
+}
+
+}  // namespace
+}  // namespace attest::kernels
