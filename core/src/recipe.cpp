@@ -19,6 +19,7 @@ constexpr Table<PScale, 3> kPScale{{{PScale::unit, "unit"}, {PScale::offset_8807
 constexpr Table<Exp2Policy, 3> kExp2{{{Exp2Policy::cr, "cr"}, {Exp2Policy::fa4, "fa4"}, {Exp2Policy::hw, "hw"}}};
 constexpr Table<RescalePolicy, 2> kRescale{{{RescalePolicy::always, "always"}, {RescalePolicy::conditional, "conditional"}}};
 constexpr Table<DivisionOp, 3> kDiv{{{DivisionOp::ieee_div, "ieee_div"}, {DivisionOp::ieee_rcp, "ieee_rcp"}, {DivisionOp::rcp_sm90, "rcp_sm90"}}};
+constexpr Table<VScaleAt, 2> kVScale{{{VScaleAt::out, "out"}, {VScaleAt::rcp, "rcp"}}};
 
 template <class E, std::size_t N>
 std::string_view lookup(const Table<E, N>& t, E e) {
@@ -59,6 +60,7 @@ std::string_view name(PScale e) { return lookup(kPScale, e); }
 std::string_view name(Exp2Policy e) { return lookup(kExp2, e); }
 std::string_view name(RescalePolicy e) { return lookup(kRescale, e); }
 std::string_view name(DivisionOp e) { return lookup(kDiv, e); }
+std::string_view name(VScaleAt e) { return lookup(kVScale, e); }
 
 std::string to_string(const Recipe& r) {
   const Recipe d;
@@ -79,6 +81,8 @@ std::string to_string(const Recipe& r) {
   if (r.tile_q != d.tile_q) add("tile_q", std::to_string(r.tile_q));
   if (r.tile_kv != d.tile_kv) add("tile_kv", std::to_string(r.tile_kv));
   if (r.out != d.out) add("out", name(r.out));
+  if (r.vscale != d.vscale) add("vscale", name(r.vscale));
+  if (r.p_mx != d.p_mx) add("p_mx", r.p_mx);
   return s;
 }
 
@@ -114,14 +118,20 @@ Recipe parse_recipe(std::string_view text) {
     else if (key == "tile_q") r.tile_q = parse_number<int>(value, key);
     else if (key == "tile_kv") r.tile_kv = parse_number<int>(value, key);
     else if (key == "out") r.out = parse_in(kElem, value, "output format");
-    else
+    else if (key == "vscale") r.vscale = parse_in(kVScale, value, "vscale");
+    else if (key == "p_mx") {
+      if (value.empty()) throw Error("recipe: p_mx needs a scheme");
+      r.p_mx = value;
+    } else
       throw Error("recipe: unknown field '" + std::string(key) +
-                  "' (valid: q k v p pscale exp2 rescale rescale_threshold div tile_q tile_kv out)");
+                  "' (valid: q k v p pscale exp2 rescale rescale_threshold div tile_q tile_kv out vscale p_mx)");
     if (semi == std::string_view::npos) break;
     text.remove_prefix(semi + 1);
   }
   if (r.q.empty() || r.k.empty() || r.v.empty()) throw Error("recipe: q, k and v schemes must not be empty");
   if (r.tile_q < 1 || r.tile_kv < 1) throw Error("recipe: tile sizes must be >= 1");
+  if (r.vscale == VScaleAt::rcp && r.div == DivisionOp::ieee_div)
+    throw Error("recipe: vscale=rcp needs div=ieee_rcp or rcp_sm90 (ieee_div has no reciprocal to fold V's scale into)");
   return r;
 }
 

@@ -26,6 +26,8 @@ TEST(Recipe, StringRoundTripsOverRandomRecipes) {
     r.tile_q = 1 + pick(256);
     r.tile_kv = 1 + pick(256);
     r.out = static_cast<ElemFormat>(pick(7));
+    r.vscale = r.div != DivisionOp::ieee_div && pick(2) ? VScaleAt::rcp : VScaleAt::out;
+    if (pick(3) == 0) r.p_mx = "mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller";
     const auto s = to_string(r);
     EXPECT_EQ(parse_recipe(s), r) << s;
   }
@@ -54,6 +56,32 @@ TEST(Recipe, RejectsBadStrings) {
   EXPECT_THROW(parse_recipe("q=bf16;q=fp16;k=bf16;v=bf16"), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;colour=red"), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;tile_q=12x"), Error);
+  EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;vscale=rcp"), Error);  // ieee_div has no reciprocal
+  EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;vscale=late"), Error);
+  EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;p_mx="), Error);
+}
+
+TEST(Recipe, SchemeValuesMayContainColonsAndEquals) {
+  const Recipe r = parse_recipe("q=int8:per_block=128:round=half;k=bf16;v=bf16;p=fp4_e2m1fn;div=ieee_rcp;vscale=rcp;"
+                                "p_mx=mxfp4_e2m1fn:scale=floor");
+  EXPECT_EQ(r.q, "int8:per_block=128:round=half");
+  EXPECT_EQ(r.p_mx, "mxfp4_e2m1fn:scale=floor");
+  EXPECT_EQ(r.vscale, VScaleAt::rcp);
+  EXPECT_EQ(to_string(r), "q=int8:per_block=128:round=half;k=bf16;v=bf16;p=fp4_e2m1fn;div=ieee_rcp;vscale=rcp;"
+                          "p_mx=mxfp4_e2m1fn:scale=floor");
+}
+
+TEST(Recipe, NamedRecipesCoverTheDesignList) {
+  // DESIGN.md: bf16, fp16, sage int8-fp8 (per block, warp, thread), fp8-fp8 (OCP, FNUZ), the four
+  // MX pairs, and the MX pairs with Hadamard rotation.
+  for (const char* n : {"bf16", "fp16", "sage_int8_fp8_perblock", "sage_int8_fp8_perwarp", "sage_int8_fp8_perthread",
+                        "fp8_fp8", "fp8_fp8_fnuz", "mxfp6_fp8", "mxfp4_fp8", "mxfp6_fp4", "mxfp4_fp4", "mxfp6_fp8_had",
+                        "mxfp4_fp8_had", "mxfp6_fp4_had", "mxfp4_fp4_had"})
+    EXPECT_NO_THROW(parse_recipe(n)) << n;
+  for (const auto& n : named_recipes()) {
+    EXPECT_FALSE(n.summary.empty()) << n.name;
+    EXPECT_TRUE(parse_recipe(n.name).bitwise_capable()) << n.name;  // named recipes have an emulator contract
+  }
 }
 
 }  // namespace

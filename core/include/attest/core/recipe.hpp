@@ -8,6 +8,7 @@
 /// non-defaults printed, e.g.
 ///   q=int8:per_block=128:scale=ieee:round=half;k=int8:per_block=64:smooth=fp32;v=fp8_e4m3fn:per_channel;
 ///   p=fp8_e4m3fn;pscale=offset_8807;exp2=fa4;div=rcp_sm90;out=bf16
+/// docs/recipes.md defines every field by the arithmetic the emulator performs.
 /// Quantizer schemes (q, k, v) use the grammar of reference/quantize (docs/quantizer-schemes.md);
 /// core keeps them as text so that it depends on nothing.
 /// A named recipe (e.g. `sage_int8_fp8_perblock`) is a shorthand for one full string.
@@ -32,12 +33,18 @@ enum class RescalePolicy : std::uint8_t { always, conditional };
 /// Final normalisation O = acc / l: `ieee_div` (acc / l), `ieee_rcp` (acc * fl(1/l)),
 /// `rcp_sm90` (acc * rcp.approx.ftz(l), emulated exactly from the measured sm_90 table).
 enum class DivisionOp : std::uint8_t { ieee_div, ieee_rcp, rcp_sm90 };
+/// Where V's dequantization scale enters the normalisation (r = fl(1/l) or rcp(l)):
+/// `out` O = fl(fl(acc / l or acc * r) * v_scale) (Sage: acc * rcp(d) * v_scale; AITER);
+/// `rcp` O = fl(acc * fl(r * v_scale)) (FA3 FP8: O *= (1/sum) * v_descale); needs a reciprocal
+/// division op. Without a V scale (casts) both are the plain normalisation.
+enum class VScaleAt : std::uint8_t { out, rcp };
 
 std::string_view name(ElemFormat);
 std::string_view name(PScale);
 std::string_view name(Exp2Policy);
 std::string_view name(RescalePolicy);
 std::string_view name(DivisionOp);
+std::string_view name(VScaleAt);
 
 struct Recipe {
   std::string q = "bf16";  ///< quantizer scheme of Q (plain casts: "bf16", "fp16", "f32")
@@ -52,6 +59,10 @@ struct Recipe {
   int tile_q = 64;   ///< query rows per tile (Br)
   int tile_kv = 64;  ///< keys per tile (Bc); accumulation over keys runs tile by tile in key order
   ElemFormat out = ElemFormat::bf16;
+  VScaleAt vscale = VScaleAt::out;
+  /// Quantizer scheme of P when P is block scaled (p = fp4_e2m1fn: MX blocks of `block` keys
+  /// along each row, e.g. "mxfp4_e2m1fn:scale=aiter_hip_fp4"); empty for element casts.
+  std::string p_mx;
 
   /// True when a kernel can promise bitwise equality with the emulator (exp2 != hw).
   [[nodiscard]] bool bitwise_capable() const { return exp2 != Exp2Policy::hw; }
