@@ -160,6 +160,20 @@ TEST(SchemeString, RandomTextEitherFailsCleanlyOrRoundTrips) {
   EXPECT_GT(ok, 1000);  // the generator does produce valid schemes
 }
 
+TEST(SchemeString, DocumentedExamplesParseCanonically) {
+  // The examples table of docs/quantizer-schemes.md is written in canonical form.
+  for (const char* text :
+       {"int8:per_block=128:round=half:prescale=sm_log2e", "int8:per_block=64:round=half:smooth=bf16",
+        "int8:per_thread=sm89:scale=eps:round=half:prescale=sm_log2e",
+        "int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=fp32",
+        "int8:per_warp=sm89:scale=floor:apply=mul:prescale=sm_log2e", "int8:per_tensor:scale=ieee_one",
+        "fp8_e4m3fn:per_channel", "fp8_e4m3fn:per_channel:scale_max=2.25",
+        "fp8_e4m3fnuz:per_channel:scale=rcp:scale_max=224:overflow=sat_hip:apply=div",
+        "mxfp4_e2m1fn:scale=aiter_triton_rne:rotate=h32_bf16",
+        "mxfp6_e2m3fn:scale=aiter_hip_fp6:prescale=sm_log2e:rotate=h128_bf16", "mxfp8_e4m3fn:scale=rceil"})
+    EXPECT_EQ(to_string(parse_scheme(text)), text);
+}
+
 TEST(SchemeString, HandBuiltSchemesAreValidated) {
   QuantScheme s = default_scheme("int8");
   s.apply = ApplyOp::mul;

@@ -6,7 +6,7 @@
 ///
 /// A quantizer is described by a QuantScheme, which has a string form that round-trips
 /// (parse_scheme(to_string(s)) == s, only non-defaults printed), e.g.
-///   int8:per_block=128:prescale=sm_log2e:round=half        (Sage Triton Q)
+///   int8:per_block=128:round=half:prescale=sm_log2e        (Sage Triton Q)
 ///   int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=bf16
 ///   fp8_e4m3fn:per_channel                                 (Sage V: x * (448 / amax), satfinite)
 ///   mxfp4_e2m1fn:scale=aiter_triton_rne:rotate=h32_bf16
