@@ -100,6 +100,7 @@ struct SinCos {
 inline SinCos poly_sincos_2pi(double u) {
   constexpr double k2PiHi = 6.28318530717958623200e+00;  // 0x401921fb54442d18
   constexpr double k2PiLo = 2.44929359829470635445e-16;  // 2 pi - k2PiHi
+  // Round to nearest even under the default floating-point environment (never changed here).
   const double q = std::nearbyint(4.0 * u);              // exact: 4u is exact, rounding to integer is exact
   const double r = u - 0.25 * q;                          // exact: |r| <= 1/8 and r is a multiple of ulp(u)/4
   const double x = std::fma(r, k2PiHi, r * k2PiLo);
