@@ -11,6 +11,7 @@ void set_exit(int code);
 
 void add_reference_command(CLI::App& app);  // issue 2: FP64/FP32/multiprecision reference
 void add_generate_command(CLI::App& app);   // issue 2: deterministic q/k/v inputs as .npy
+void add_codec_command(CLI::App& app);      // issue 3: element format encode / decode (.npy)
 void add_quantize_commands(CLI::App& app);  // issue 3: quantize / dequantize with reference quantizers
 
 }  // namespace attest::cli

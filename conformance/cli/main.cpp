@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "attest 0.1.0");
   attest::cli::add_reference_command(app);
   attest::cli::add_generate_command(app);
+  attest::cli::add_codec_command(app);
   attest::cli::add_quantize_commands(app);
   try {
     app.parse(argc, argv);
