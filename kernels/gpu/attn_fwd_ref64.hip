@@ -1,0 +1,464 @@
+// gpu.ref64 device code: a portable scalar kernel (every target) and an FP64 tensor-core kernel
+// (mma.sync m16n8k8 f64, sm_90). Contract in attest/kernels/gpu/attn_fwd_ref64.hpp.
+#include "attest/kernels/gpu/attn_fwd_ref64.hpp"
+
+#include <cmath>
+#include <string>
+
+#include "runtime.hpp"
+
+namespace attest::gpu {
+namespace {
+
+using i64 = std::int64_t;
+
+constexpr int kMaskNone = static_cast<int>(Mask::none), kMaskTl = static_cast<int>(Mask::causal_tl);
+
+// Plain-data copy of Ref64Args for the kernel parameter block (Mask as int, no C++ enums with
+// host-only helpers involved).
+struct Params {
+  i64 batch, heads_q, heads_kv, seqlen_q, seqlen_kv, head_dim, head_dim_v;
+  int mask;
+  double scale;
+  const i64* cu_q;
+  const i64* cu_kv;
+  DeviceTensor q, k, v, out, lse;
+};
+
+__device__ inline i64 len_q(const Params& p, i64 b) { return p.cu_q ? p.cu_q[b + 1] - p.cu_q[b] : p.seqlen_q; }
+__device__ inline i64 len_kv(const Params& p, i64 b) { return p.cu_kv ? p.cu_kv[b + 1] - p.cu_kv[b] : p.seqlen_kv; }
+
+// Visible keys [0, hi) of query row i, clamped to [0, len_kv] (Problem::visible_keys).
+__device__ inline i64 visible(const Params& p, i64 lq, i64 lk, i64 i) {
+  i64 hi = lk;
+  if (p.mask == kMaskTl) hi = i + 1;
+  else if (p.mask != kMaskNone) hi = i + 1 + lk - lq;
+  hi = hi < lk ? hi : lk;
+  return hi > 0 ? hi : 0;
+}
+
+// Element offset of (b, token s, head h, channel d); ragged tensors index tokens cu[b] + s.
+__device__ inline i64 offset(const DeviceTensor& t, const i64* cu, i64 b, i64 s, i64 h, i64 d) {
+  if (cu) return (cu[b] + s) * t.stride[1] + h * t.stride[2] + d * t.stride[3];
+  return b * t.stride[0] + s * t.stride[1] + h * t.stride[2] + d * t.stride[3];
+}
+
+template <class TIn>
+__device__ inline double load(const DeviceTensor& t, i64 off) {
+  return static_cast<double>(static_cast<const TIn*>(t.data)[off]);
+}
+
+__device__ inline void store(const DeviceTensor& t, i64 off, double v) {
+  if (t.type == ElemType::f64) static_cast<double*>(t.data)[off] = v;
+  else static_cast<float*>(t.data)[off] = static_cast<float>(v);
+}
+
+// Max that keeps NaN: once a NaN logit is seen the row stays NaN, as in the reference.
+__device__ inline double nan_max(double a, double b) {
+  if (a != a) return a;
+  if (b != b) return b;
+  return a > b ? a : b;
+}
+
+__device__ inline void write_lse(const Params& p, i64 b, i64 h, i64 i, double m, double l) {
+  if (p.lse.data == nullptr) return;
+  const i64 tok = p.cu_q ? p.cu_q[b] + i : i;
+  const i64 off = (p.cu_q ? 0 : b * p.lse.stride[0]) + h * p.lse.stride[1] + tok * p.lse.stride[2];
+  // l == 0: no visible key or all visible logits -inf. NaN l falls through to m + log(l) = NaN.
+  store(p.lse, off, l == 0.0 ? -INFINITY : m + log(l));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Portable path: one block per (query row, head); threads split the keys of a tile for the dot
+// products and the channels of V for the accumulation. Every reduction is a fixed tree or a
+// fixed sequential loop, so the result does not depend on scheduling. Block size is a power of
+// two; no code depends on the warp size.
+constexpr int kPortableThreads = 128;
+
+template <class TIn>
+__global__ void __launch_bounds__(kPortableThreads) ref64_portable(Params p) {
+  extern __shared__ double smem[];
+  const int nt = blockDim.x, tid = threadIdx.x;
+  double* qs = smem;                   // [head_dim]
+  double* acc = qs + p.head_dim;       // [head_dim_v]
+  double* ps = acc + p.head_dim_v;     // [nt] logits, then probabilities
+  double* red = ps + nt;               // [nt] reduction scratch
+
+  const i64 b = blockIdx.x / p.seqlen_q, i = blockIdx.x % p.seqlen_q, h = blockIdx.y;
+  const i64 lq = len_q(p, b), lk = len_kv(p, b);
+  if (i >= lq) return;  // padding rows of a ragged batch: uniform over the block
+  const i64 g = h / (p.heads_q / p.heads_kv);
+  const i64 hi = visible(p, lq, lk, i);
+
+  for (i64 d = tid; d < p.head_dim; d += nt) qs[d] = load<TIn>(p.q, offset(p.q, p.cu_q, b, i, h, d));
+  for (i64 d = tid; d < p.head_dim_v; d += nt) acc[d] = 0.0;
+  __syncthreads();
+
+  double m = -INFINITY, l = 0.0;
+  for (i64 j0 = 0; j0 < hi; j0 += nt) {
+    const i64 cnt = hi - j0 < nt ? hi - j0 : nt;
+    const i64 j = j0 + tid;
+    double s = -INFINITY;
+    if (tid < cnt) {
+      double dot = 0.0;
+      for (i64 d = 0; d < p.head_dim; ++d) dot += qs[d] * load<TIn>(p.k, offset(p.k, p.cu_kv, b, j, g, d));
+      s = p.scale * dot;
+      red[tid] = s;
+    } else {
+      red[tid] = -INFINITY;
+    }
+    __syncthreads();
+    for (int w = nt / 2; w > 0; w /= 2) {
+      if (tid < w) red[tid] = nan_max(red[tid], red[tid + w]);
+      __syncthreads();
+    }
+    const double m_new = nan_max(m, red[0]);
+    const double shift = m_new == -INFINITY ? 0.0 : m_new;
+    const double alpha = exp(m - shift);
+    __syncthreads();  // everyone has read red[0]
+    if (tid < cnt) ps[tid] = exp(s - shift);
+    __syncthreads();
+    double tile_sum = 0.0;  // every thread sums in the same order: identical l everywhere
+    for (i64 jj = 0; jj < cnt; ++jj) tile_sum += ps[jj];
+    l = l * alpha + tile_sum;
+    for (i64 d = tid; d < p.head_dim_v; d += nt) {
+      double a = 0.0;
+      for (i64 jj = 0; jj < cnt; ++jj) a += ps[jj] * load<TIn>(p.v, offset(p.v, p.cu_kv, b, j0 + jj, g, d));
+      acc[d] = acc[d] * alpha + a;
+    }
+    m = m_new;
+    __syncthreads();  // ps and red are rewritten by the next tile
+  }
+  for (i64 d = tid; d < p.head_dim_v; d += nt)
+    store(p.out, offset(p.out, p.cu_q, b, i, h, d), l == 0.0 ? 0.0 : acc[d] / l);
+  if (tid == 0) write_lse(p, b, h, i, m, l);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor-core path (NVIDIA sm_90). Block of 4 warps owns 64 query rows of one (b, h); each warp
+// 16 rows. Per key tile of 16: S = Q K^T (m16n8k8 f64 MMAs from shared memory), masking, online
+// softmax in registers, P through shared memory into A fragments, O += P V (MMAs). The mma
+// instruction is a 32-lane warp operation by definition, so this path is NVIDIA-only and its
+// lane arithmetic (groups of 4 lanes) is that instruction's fragment layout, not a warp-size
+// assumption of the portable code.
+#if defined(ATTEST_GPU_NVIDIA)
+constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaKeys = 16;
+constexpr int kMmaThreads = 32 * kMmaWarps;
+
+template <int D>
+constexpr int mma_shared_bytes() {
+  // Rows padded by 4 doubles: the fragment loads (8 rows x 4 columns per half warp) then hit
+  // 16 distinct 8-byte bank pairs (row stride 132 doubles = 4 mod 16 pairs).
+  return ((kMmaRows + 2 * kMmaKeys) * (D + 4) + kMmaWarps * 16 * (kMmaKeys + 4)) * 8;
+}
+
+// c += a * b for one 16x8x8 f64 tile. Fragments (lane = 4 * grp + tig):
+//   a[v]: A[grp + 8 (v & 1)][tig + 4 (v >> 1)]   b[v]: B[tig + 4 v][grp]
+//   c[v]: C[grp + 8 (v >> 1)][2 tig + (v & 1)]
+__device__ inline void mma_16x8x8(double (&c)[4], const double (&a)[4], const double (&b)[2]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm("mma.sync.aligned.m16n8k8.row.col.f64.f64.f64.f64 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+d"(c[0]), "+d"(c[1]), "+d"(c[2]), "+d"(c[3])
+      : "d"(a[0]), "d"(a[1]), "d"(a[2]), "d"(a[3]), "d"(b[0]), "d"(b[1]));
+#else
+  __trap();
+#endif
+}
+
+__global__ void mma_selftest_kernel(const double* a, const double* b, double* c) {
+  const int lane = threadIdx.x, grp = lane >> 2, tig = lane & 3;
+  double fa[4], fb[2], fc[4];
+  for (int v = 0; v < 4; ++v) fa[v] = a[(grp + 8 * (v & 1)) * 8 + tig + 4 * (v >> 1)];
+  for (int v = 0; v < 2; ++v) fb[v] = b[(tig + 4 * v) * 8 + grp];
+  for (int v = 0; v < 4; ++v) fc[v] = c[(grp + 8 * (v >> 1)) * 8 + 2 * tig + (v & 1)];
+  mma_16x8x8(fc, fa, fb);
+  for (int v = 0; v < 4; ++v) c[(grp + 8 * (v >> 1)) * 8 + 2 * tig + (v & 1)] = fc[v];
+}
+
+__device__ inline double quad_max(double x) {
+  x = nan_max(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return nan_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+template <class TIn, int D>
+__global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
+  constexpr int LD = D + 4, LDP = kMmaKeys + 4, NT = D / 8;
+  extern __shared__ double smem[];
+  double* qs = smem;                     // [kMmaRows][LD]
+  double* ks = qs + kMmaRows * LD;       // [kMmaKeys][LD]
+  double* vs = ks + kMmaKeys * LD;       // [kMmaKeys][LD]
+  double* pw = vs + kMmaKeys * LD;       // [kMmaWarps][16][LDP]
+
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, grp = lane >> 2, tig = lane & 3;
+  const i64 b = blockIdx.z, h = blockIdx.y, q0 = static_cast<i64>(blockIdx.x) * kMmaRows;
+  const i64 lq = len_q(p, b), lk = len_kv(p, b);
+  if (q0 >= lq) return;  // uniform over the block
+  const i64 g = h / (p.heads_q / p.heads_kv);
+  const i64 rows = lq - q0 < kMmaRows ? lq - q0 : kMmaRows;
+  // Visibility grows with the row index for every mask, so the last row bounds the block.
+  const i64 max_hi = visible(p, lq, lk, q0 + rows - 1);
+  double* ps = pw + warp * 16 * LDP;
+
+  for (int idx = tid; idx < kMmaRows * D; idx += kMmaThreads) {
+    const int r = idx / D, c = idx % D;
+    qs[r * LD + c] = r < rows ? load<TIn>(p.q, offset(p.q, p.cu_q, b, q0 + r, h, c)) : 0.0;
+  }
+
+  // This thread's two rows (fragment rows grp and grp + 8 of the warp's 16).
+  const int lr[2] = {warp * 16 + grp, warp * 16 + grp + 8};
+  i64 hi[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) hi[r] = lr[r] < rows ? visible(p, lq, lk, q0 + lr[r]) : 0;
+
+  double o[NT][4];
+  #pragma unroll
+  for (int n = 0; n < NT; ++n)
+    #pragma unroll
+    for (int v = 0; v < 4; ++v) o[n][v] = 0.0;
+  double m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0, 0.0};
+
+  for (i64 j0 = 0; j0 < max_hi; j0 += kMmaKeys) {
+    __syncthreads();  // previous tile's ks/vs fully consumed (and qs written, first time)
+    int bad = 0;
+    for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) {
+      const int r = idx / D, c = idx % D;
+      const bool in = j0 + r < max_hi;  // keys no row of the block sees are never read
+      ks[r * LD + c] = in ? load<TIn>(p.k, offset(p.k, p.cu_kv, b, j0 + r, g, c)) : 0.0;
+      const double vv = in ? load<TIn>(p.v, offset(p.v, p.cu_kv, b, j0 + r, g, c)) : 0.0;
+      vs[r * LD + c] = vv;
+      bad |= !isfinite(vv);
+    }
+    // A non-finite V value would turn 0 * V of a key masked for some row into NaN inside the
+    // MMA; such tiles take the exact per-row scalar route below.
+    const int v_nonfinite = __syncthreads_or(bad);
+
+    double s[2][4];
+    #pragma unroll
+    for (int n = 0; n < 2; ++n)
+      #pragma unroll
+      for (int v = 0; v < 4; ++v) s[n][v] = 0.0;
+    #pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) {
+      double a[4];
+      #pragma unroll
+      for (int v = 0; v < 4; ++v) a[v] = qs[(warp * 16 + grp + 8 * (v & 1)) * LD + kk * 8 + tig + 4 * (v >> 1)];
+      #pragma unroll
+      for (int n = 0; n < 2; ++n) {
+        const double bf[2] = {ks[(n * 8 + grp) * LD + kk * 8 + tig], ks[(n * 8 + grp) * LD + kk * 8 + tig + 4]};
+        mma_16x8x8(s[n], a, bf);
+      }
+    }
+
+    // Masking replaces the logits of invisible keys by -inf, so their K values (NaN included)
+    // never reach m, p or l.
+    double tile_max[2] = {-INFINITY, -INFINITY};
+    #pragma unroll
+    for (int n = 0; n < 2; ++n)
+      #pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int r = v >> 1;
+        const i64 j = j0 + n * 8 + 2 * tig + (v & 1);
+        s[n][v] = j < hi[r] ? p.scale * s[n][v] : -INFINITY;
+        tile_max[r] = nan_max(tile_max[r], s[n][v]);
+      }
+    double alpha[2];
+    double shift[2];
+    #pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const double m_new = nan_max(m[r], quad_max(tile_max[r]));
+      shift[r] = m_new == -INFINITY ? 0.0 : m_new;
+      alpha[r] = exp(m[r] - shift[r]);
+      m[r] = m_new;
+      l[r] *= alpha[r];
+    }
+    #pragma unroll
+    for (int n = 0; n < 2; ++n)
+      #pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        const int r = v >> 1;
+        const double pv = exp(s[n][v] - shift[r]);
+        l[r] += pv;  // per-lane partial; the 4 lanes of a row share alpha, so sums combine exactly as l
+        ps[(grp + 8 * r) * LDP + n * 8 + 2 * tig + (v & 1)] = pv;
+      }
+    #pragma unroll
+    for (int n = 0; n < NT; ++n)
+      #pragma unroll
+      for (int v = 0; v < 4; ++v) o[n][v] *= alpha[v >> 1];
+    __syncwarp();
+
+    if (!v_nonfinite) {
+      #pragma unroll
+      for (int kk = 0; kk < kMmaKeys / 8; ++kk) {
+        double a[4];
+        #pragma unroll
+        for (int v = 0; v < 4; ++v) a[v] = ps[(grp + 8 * (v & 1)) * LDP + kk * 8 + tig + 4 * (v >> 1)];
+        #pragma unroll
+        for (int n = 0; n < NT; ++n) {
+          const double bf[2] = {vs[(kk * 8 + tig) * LD + n * 8 + grp], vs[(kk * 8 + tig + 4) * LD + n * 8 + grp]};
+          mma_16x8x8(o[n], a, bf);
+        }
+      }
+    } else {
+      #pragma unroll
+      for (int n = 0; n < NT; ++n)
+        #pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int r = v >> 1, col = n * 8 + 2 * tig + (v & 1);
+          double acc = 0.0;
+          for (int jj = 0; jj < kMmaKeys && j0 + jj < hi[r]; ++jj)
+            acc += ps[(grp + 8 * r) * LDP + jj] * vs[jj * LD + col];
+          o[n][v] += acc;
+        }
+    }
+    __syncwarp();  // ps is rewritten by the next tile
+  }
+
+  double lt[2];
+  #pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    // (l0 + l1) + (l2 + l3) on every lane of the quad: addition commutes bitwise, so all four
+    // lanes hold the same total.
+    lt[r] = l[r] + __shfl_xor_sync(0xffffffffu, l[r], 1);
+    lt[r] = lt[r] + __shfl_xor_sync(0xffffffffu, lt[r], 2);
+  }
+  #pragma unroll
+  for (int n = 0; n < NT; ++n)
+    #pragma unroll
+    for (int v = 0; v < 4; ++v) {
+      const int r = v >> 1;
+      if (lr[r] >= rows) continue;
+      const int col = n * 8 + 2 * tig + (v & 1);
+      store(p.out, offset(p.out, p.cu_q, b, q0 + lr[r], h, col), lt[r] == 0.0 ? 0.0 : o[n][v] / lt[r]);
+    }
+  if (tig == 0)
+    #pragma unroll
+    for (int r = 0; r < 2; ++r)
+      if (lr[r] < rows) write_lse(p, b, h, q0 + lr[r], m[r], lt[r]);
+}
+#endif  // ATTEST_GPU_NVIDIA
+
+Params to_params(const Ref64Args& a) {
+  return {a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_kv, a.head_dim, a.head_dim_v, static_cast<int>(a.mask),
+          a.scale, a.cu_q, a.cu_kv, a.q, a.k, a.v, a.out, a.lse};
+}
+
+void validate(const Ref64Args& a) {
+  auto fail = [](const std::string& s) { throw Error("attn_fwd_ref64: " + s); };
+  if (a.batch < 1 || a.heads_q < 1 || a.heads_kv < 1 || a.seqlen_q < 1 || a.seqlen_kv < 1 || a.head_dim < 1 || a.head_dim_v < 1)
+    fail("every extent must be >= 1");
+  if (a.heads_q % a.heads_kv != 0) fail("heads_q is not a multiple of heads_kv");
+  if (!(a.scale > 0) || !std::isfinite(a.scale)) fail("scale must be finite and > 0");
+  if ((a.cu_q == nullptr) != (a.cu_kv == nullptr)) fail("ragged problems need both cu_q and cu_kv");
+  if (!a.q.data || !a.k.data || !a.v.data || !a.out.data) fail("q, k, v and out must be set");
+  if (a.q.type != a.k.type || a.q.type != a.v.type) fail("q, k and v must have one element type");
+  if (a.batch * a.seqlen_q > 0x7FFFFFFF || a.heads_q > 65535 || a.batch > 65535) fail("grid too large");
+}
+
+}  // namespace
+
+const char* path_name(Ref64Path p) {
+  switch (p) {
+    case Ref64Path::automatic: return "automatic";
+    case Ref64Path::portable: return "portable";
+    case Ref64Path::mma: return "mma";
+  }
+  return "?";
+}
+
+Ref64Args ref64_args(const Problem& p) {
+  Ref64Args a;
+  a.batch = p.batch;
+  a.heads_q = p.heads_q;
+  a.heads_kv = p.heads_kv;
+  a.seqlen_q = p.seqlen_q;
+  a.seqlen_kv = p.seqlen_kv;
+  a.head_dim = p.head_dim;
+  a.head_dim_v = p.head_dim_v;
+  a.mask = p.mask;
+  a.scale = p.scale();
+  return a;
+}
+
+Ref64Path ref64_resolve(const Ref64Args& a, Ref64Path requested) {
+  if (requested == Ref64Path::portable) return requested;
+  std::string why;
+#if defined(ATTEST_GPU_NVIDIA)
+  int dev = 0;
+  ATTEST_GPU_CHECK(hipGetDevice(&dev));
+  hipDeviceProp_t prop{};
+  ATTEST_GPU_CHECK(hipGetDeviceProperties(&prop, dev));
+  if (prop.major != 9) why = "needs sm_90 (device is sm_" + std::to_string(prop.major) + std::to_string(prop.minor) + ")";
+  else if (a.head_dim != a.head_dim_v || (a.head_dim != 64 && a.head_dim != 128))
+    why = "needs head_dim == head_dim_v in {64, 128}";
+#else
+  why = "FP64 MMA path is NVIDIA sm_90 only (AMD MFMA f64 path not written yet)";
+  (void)a;
+#endif
+  if (why.empty()) return Ref64Path::mma;
+  if (requested == Ref64Path::mma) throw Error("attn_fwd_ref64: mma path unavailable: " + why);
+  return Ref64Path::portable;
+}
+
+void attn_fwd_ref64(const Ref64Args& a, Ref64Path path, void* stream) {
+  validate(a);
+  const Params p = to_params(a);
+  const auto st = static_cast<hipStream_t>(stream);
+  const bool f64 = a.q.type == ElemType::f64;
+  if (ref64_resolve(a, path) == Ref64Path::portable) {
+    const dim3 grid(static_cast<unsigned>(a.batch * a.seqlen_q), static_cast<unsigned>(a.heads_q));
+    const size_t shared = static_cast<size_t>(a.head_dim + a.head_dim_v + 2 * kPortableThreads) * sizeof(double);
+    auto* kernel = f64 ? &ref64_portable<double> : &ref64_portable<float>;
+    if (shared > 48 * 1024) ATTEST_GPU_CHECK(hipFuncSetAttributeMaxDynamicSharedMemorySize(kernel, static_cast<int>(shared)));
+    kernel<<<grid, kPortableThreads, shared, st>>>(p);
+    ATTEST_GPU_CHECK_LAUNCH();
+    return;
+  }
+#if defined(ATTEST_GPU_NVIDIA)
+  const dim3 grid(static_cast<unsigned>((a.seqlen_q + kMmaRows - 1) / kMmaRows), static_cast<unsigned>(a.heads_q),
+                  static_cast<unsigned>(a.batch));
+  auto launch = [&](auto* kernel, int shared) {
+    ATTEST_GPU_CHECK(hipFuncSetAttributeMaxDynamicSharedMemorySize(kernel, shared));
+    kernel<<<grid, kMmaThreads, shared, st>>>(p);
+    ATTEST_GPU_CHECK_LAUNCH();
+  };
+  if (a.head_dim == 128) {
+    if (f64) launch(&ref64_mma<double, 128>, mma_shared_bytes<128>());
+    else launch(&ref64_mma<float, 128>, mma_shared_bytes<128>());
+  } else {
+    if (f64) launch(&ref64_mma<double, 64>, mma_shared_bytes<64>());
+    else launch(&ref64_mma<float, 64>, mma_shared_bytes<64>());
+  }
+#endif
+}
+
+namespace detail {
+bool mma_16x8x8_selftest(const double* a, const double* b, double* c) {
+#if defined(ATTEST_GPU_NVIDIA)
+  int dev = 0;
+  ATTEST_GPU_CHECK(hipGetDevice(&dev));
+  hipDeviceProp_t prop{};
+  ATTEST_GPU_CHECK(hipGetDeviceProperties(&prop, dev));
+  if (prop.major != 9) return false;
+  double* d = nullptr;
+  ATTEST_GPU_CHECK(hipMalloc(&d, (128 + 64 + 128) * sizeof(double)));
+  try {
+    ATTEST_GPU_CHECK(hipMemcpy(d, a, 128 * sizeof(double), hipMemcpyHostToDevice));
+    ATTEST_GPU_CHECK(hipMemcpy(d + 128, b, 64 * sizeof(double), hipMemcpyHostToDevice));
+    ATTEST_GPU_CHECK(hipMemcpy(d + 192, c, 128 * sizeof(double), hipMemcpyHostToDevice));
+    mma_selftest_kernel<<<1, 32>>>(d, d + 128, d + 192);
+    ATTEST_GPU_CHECK_LAUNCH();
+    ATTEST_GPU_CHECK(hipMemcpy(c, d + 192, 128 * sizeof(double), hipMemcpyDeviceToHost));
+  } catch (...) {
+    (void)hipFree(d);
+    throw;
+  }
+  ATTEST_GPU_CHECK(hipFree(d));
+  return true;
+#else
+  (void)a, (void)b, (void)c;
+  return false;
+#endif
+}
+}  // namespace detail
+
+}  // namespace attest::gpu

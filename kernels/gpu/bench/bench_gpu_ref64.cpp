@@ -1,0 +1,146 @@
+// bench_gpu_ref64: TFLOP/s of gpu.ref64's device-pointer entry point, f64 inputs and outputs.
+//   bench_gpu_ref64 [problem] [--path automatic|portable|mma] [--iters N] [--json FILE]
+// Default problem b1h24s8192d128 (the target shape). Inputs are uniform in [-1, 1) from a
+// fixed host generator; after timing, `check_rows` output rows are recomputed on the host in
+// long double and the worst normwise relative error is printed (a benchmark that is wrong is
+// not a benchmark). FLOPs = Problem::flops() = 2 (D + Dv) per visible (query, key) pair per head.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attest/core/problem.hpp"
+#include "attest/kernels/gpu/attn_fwd_ref64.hpp"
+#include "attest/kernels/gpu/device.hpp"
+
+namespace {
+
+using attest::gpu::DeviceBuffer;
+
+attest::gpu::DeviceTensor arg(const DeviceBuffer& b, std::int64_t s1, std::int64_t h, std::int64_t d) {
+  attest::gpu::DeviceTensor t;
+  t.data = b.data();
+  t.type = attest::gpu::ElemType::f64;
+  t.stride[0] = s1 * h * d, t.stride[1] = h * d, t.stride[2] = d, t.stride[3] = 1;
+  return t;
+}
+
+int run(int argc, char** argv) {
+  std::string text = "b1h24s8192d128", json;
+  attest::gpu::Ref64Path path = attest::gpu::Ref64Path::automatic;
+  int iters = 10;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--path" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v == "automatic") path = attest::gpu::Ref64Path::automatic;
+      else if (v == "portable") path = attest::gpu::Ref64Path::portable;
+      else if (v == "mma") path = attest::gpu::Ref64Path::mma;
+      else throw attest::Error("unknown path '" + v + "' (valid: automatic, portable, mma)");
+    } else if (a == "--iters" && i + 1 < argc) {
+      iters = std::max(1, std::stoi(argv[++i]));
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else if (!a.empty() && a[0] != '-') {
+      text = a;
+    } else {
+      throw attest::Error("usage: bench_gpu_ref64 [problem] [--path automatic|portable|mma] [--iters N] [--json FILE]");
+    }
+  }
+  const attest::Problem p = attest::parse_problem(text);
+  if (p.ragged()) throw attest::Error("bench_gpu_ref64: ragged problems are not benchmarked");
+  if (attest::gpu::device_count() == 0) throw attest::Error("bench_gpu_ref64: no GPU device");
+  const auto dev = attest::gpu::device_info(0);
+  const std::int64_t B = p.batch, S = p.seqlen_q, T = p.seqlen_kv, H = p.heads_q, Hk = p.heads_kv, D = p.head_dim,
+                     Dv = p.head_dim_v;
+  std::vector<double> q(static_cast<std::size_t>(B * S * H * D)), k(static_cast<std::size_t>(B * T * Hk * D)),
+      v(static_cast<std::size_t>(B * T * Hk * Dv));
+  std::mt19937_64 rng(12345);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (auto* x : {&q, &k, &v})
+    for (double& e : *x) e = u(rng);
+  DeviceBuffer dq(q.size() * 8), dk(k.size() * 8), dv(v.size() * 8), dout(static_cast<std::size_t>(B * S * H * Dv) * 8),
+      dlse(static_cast<std::size_t>(B * H * S) * 8);
+  dq.upload(q.data(), dq.bytes());
+  dk.upload(k.data(), dk.bytes());
+  dv.upload(v.data(), dv.bytes());
+  attest::gpu::Ref64Args a = attest::gpu::ref64_args(p);
+  a.q = arg(dq, S, H, D);
+  a.k = arg(dk, T, Hk, D);
+  a.v = arg(dv, T, Hk, Dv);
+  a.out = arg(dout, S, H, Dv);
+  a.lse = arg(dlse, 1, S, 1);
+  a.lse.stride[0] = H * S, a.lse.stride[1] = S, a.lse.stride[2] = 1;
+  const auto resolved = attest::gpu::ref64_resolve(a, path);
+
+  attest::gpu::attn_fwd_ref64(a, path);  // warm-up
+  attest::gpu::synchronize();
+  std::vector<double> ms;
+  attest::gpu::EventTimer timer;
+  for (int i = 0; i < iters; ++i) {
+    timer.start();
+    attest::gpu::attn_fwd_ref64(a, path);
+    ms.push_back(timer.stop_ms());
+  }
+  std::sort(ms.begin(), ms.end());
+  const double median = ms[ms.size() / 2], flops = p.flops();
+  const double tflops = flops / (median * 1e-3) / 1e12;
+
+  // Spot check: rows spread over the problem, recomputed in long double on the host.
+  std::vector<double> out(static_cast<std::size_t>(B * S * H * Dv));
+  dout.download(out.data(), dout.bytes());
+  double worst = 0;
+  const int check_rows = 8;
+  for (int r = 0; r < check_rows; ++r) {
+    const std::int64_t b = r % B, h = (r * 7) % H, i = (S - 1) * r / std::max(1, check_rows - 1), g = h / p.group();
+    const std::int64_t hi = std::clamp<std::int64_t>(p.visible_keys(b, i), 0, T);
+    std::vector<long double> s(static_cast<std::size_t>(hi)), acc(static_cast<std::size_t>(Dv), 0.0L);
+    long double m = -INFINITY, l = 0;
+    for (std::int64_t j = 0; j < hi; ++j) {
+      long double dot = 0;
+      for (std::int64_t d = 0; d < D; ++d)
+        dot += static_cast<long double>(q[static_cast<std::size_t>(((b * S + i) * H + h) * D + d)]) * k[static_cast<std::size_t>(((b * T + j) * Hk + g) * D + d)];
+      s[static_cast<std::size_t>(j)] = dot * static_cast<long double>(p.scale());
+      m = std::max(m, s[static_cast<std::size_t>(j)]);
+    }
+    for (std::int64_t j = 0; j < hi; ++j) {
+      const long double e = std::exp(s[static_cast<std::size_t>(j)] - m);
+      l += e;
+      for (std::int64_t d = 0; d < Dv; ++d) acc[static_cast<std::size_t>(d)] += e * v[static_cast<std::size_t>(((b * T + j) * Hk + g) * Dv + d)];
+    }
+    long double err = 0, norm = 0;
+    for (std::int64_t d = 0; d < Dv; ++d) {
+      const long double w = l == 0 ? 0.0L : acc[static_cast<std::size_t>(d)] / l;
+      err = std::max(err, std::abs(out[static_cast<std::size_t>(((b * S + i) * H + h) * Dv + d)] - w));
+      norm = std::max(norm, std::abs(w));
+    }
+    if (norm > 0) worst = std::max(worst, static_cast<double>(err / norm));
+  }
+
+  char line[1024];
+  std::snprintf(line, sizeof line,
+                "{\"bench\": \"gpu.ref64\", \"problem\": \"%s\", \"path\": \"%s\", \"device\": \"%s\", \"iters\": %d, "
+                "\"median_ms\": %.4f, \"min_ms\": %.4f, \"tflops\": %.3f, \"spot_check_rel_err\": %.3e}",
+                attest::to_string(p).c_str(), attest::gpu::path_name(resolved), dev.name.c_str(), iters, median, ms.front(),
+                tflops, worst);
+  std::cout << line << std::endl;
+  if (!json.empty()) std::ofstream(json) << line << "\n";
+  return worst <= 1e-13 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "bench_gpu_ref64: " << e.what() << "\n";
+    return 2;
+  }
+}

@@ -1,0 +1,113 @@
+// gpu.ref64: the registry entry of the device FP64 reference (attn_fwd_ref64.hip) for host
+// Tensors. Each distinct buffer behind q/k/v/out/lse is copied to the device whole (so views,
+// packed layouts, strides, padding, poison and canaries keep their exact byte positions), the
+// kernel runs through the same device-pointer entry point the benchmark uses, and the buffers
+// behind out and lse are copied back whole: bytes the kernel does not own come back unchanged.
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "attest/kernels/gpu/attn_fwd_ref64.hpp"
+#include "attest/kernels/gpu/device.hpp"
+#include "attest/kernels/kernel.hpp"
+
+namespace attest::kernels::gpu_ref64 {
+namespace {
+
+constexpr const char* kF32Recipe = "q=f32;k=f32;v=f32;p=f32;out=f32";
+
+void check_tensor(const Tensor& t, const char* what, const Shape& want) {
+  if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
+    throw Error(std::string("gpu.ref64: ") + what + ": expected f32 or f64, got " + std::string(dtype_name(t.dtype())));
+  if (t.shape() != want)
+    throw Error(std::string("gpu.ref64: ") + what + ": expected shape " + shape_string(want) + ", got " + shape_string(t.shape()));
+}
+
+class Ref64 final : public Kernel {
+ public:
+  std::string name() const override { return "gpu.ref64"; }
+  std::string backend() const override { return gpu::backend_name(); }
+  std::vector<std::string> recipes() const override { return {recipe_label(parse_recipe(kF32Recipe))}; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.deterministic = true;  // fixed summation order, no atomics
+    c.bitwise = false;
+    c.graph_capturable = false;  // host Tensors are copied in and out (see attn_fwd_ref64 for device pointers)
+    return c;
+  }
+  Status supports(const Problem& p, const Recipe& r) const override {
+    if (auto st = Kernel::supports(p, r); !st) return st;
+    if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");
+    return Status::ok();
+  }
+
+  void run(const Args& a) override {
+    const Problem& p = a.problem;
+    if (auto st = supports(p, a.recipe); !st) throw Error(name() + ": " + st.reason());
+    const bool rg = p.ragged();
+    const std::int64_t bq = rg ? 1 : p.batch;
+    const std::int64_t tq = rg ? p.cu_seqlens_q.back() : p.seqlen_q;
+    const std::int64_t tk = rg ? p.cu_seqlens_kv.back() : p.seqlen_kv;
+    check_tensor(a.q, "q", {bq, tq, p.heads_q, p.head_dim});
+    check_tensor(a.k, "k", {bq, tk, p.heads_kv, p.head_dim});
+    check_tensor(a.v, "v", {bq, tk, p.heads_kv, p.head_dim_v});
+    check_tensor(a.out, "out", {bq, tq, p.heads_q, p.head_dim_v});
+    if (a.lse != nullptr) check_tensor(*a.lse, "lse", {bq, p.heads_q, tq});
+    if (a.q.dtype() != a.k.dtype() || a.q.dtype() != a.v.dtype()) throw Error("gpu.ref64: q, k and v must have one dtype");
+
+    // One device buffer per distinct host buffer.
+    std::map<const std::byte*, gpu::DeviceBuffer> buffers;
+    auto device_view = [&](const Tensor& t) {
+      const auto st = t.storage();
+      auto it = buffers.find(st.data());
+      if (it == buffers.end()) {
+        gpu::DeviceBuffer buf(st.size());
+        buf.upload(st.data(), st.size());
+        it = buffers.emplace(st.data(), std::move(buf)).first;
+      }
+      gpu::DeviceTensor d;
+      d.data = it->second.as<std::byte>() + (t.raw() - st.data());
+      d.type = t.dtype() == DType::f64 ? gpu::ElemType::f64 : gpu::ElemType::f32;
+      for (int i = 0; i < t.rank() && i < 4; ++i) d.stride[i] = t.strides()[static_cast<std::size_t>(i)];
+      return d;
+    };
+
+    gpu::Ref64Args args = gpu::ref64_args(p);
+    args.q = device_view(a.q);
+    args.k = device_view(a.k);
+    args.v = device_view(a.v);
+    args.out = device_view(a.out);
+    if (a.lse != nullptr) args.lse = device_view(*a.lse);
+    gpu::DeviceBuffer cu;
+    if (rg) {
+      std::vector<std::int64_t> host(p.cu_seqlens_q);
+      host.insert(host.end(), p.cu_seqlens_kv.begin(), p.cu_seqlens_kv.end());
+      cu = gpu::DeviceBuffer(host.size() * sizeof(std::int64_t));
+      cu.upload(host.data(), cu.bytes());
+      args.cu_q = cu.as<std::int64_t>();
+      args.cu_kv = cu.as<std::int64_t>() + p.cu_seqlens_q.size();
+    }
+    gpu::attn_fwd_ref64(args, config_path(a.config));
+    gpu::synchronize();
+    for (const Tensor* t : {&a.out, a.lse}) {
+      if (t == nullptr) continue;
+      const auto st = t->storage();
+      buffers.at(st.data()).download(st.data(), st.size());
+    }
+  }
+
+ private:
+  static gpu::Ref64Path config_path(std::string_view config) {
+    if (config.empty()) return gpu::Ref64Path::automatic;
+    throw Error("gpu.ref64: unknown config '" + std::string(config) + "' (valid: \"\")");
+  }
+};
+
+ATTEST_REGISTER_KERNELS([] {
+  std::vector<std::unique_ptr<Kernel>> v;
+  v.push_back(std::make_unique<Ref64>());
+  return v;
+});
+
+}  // namespace
+}  // namespace attest::kernels::gpu_ref64
