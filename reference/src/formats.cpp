@@ -184,21 +184,23 @@ struct FastRne {
   static constexpr std::uint32_t kMax = max_code(F);
   static constexpr std::uint32_t kSign = sign_bit(F);
 
+  // Branch-free: every choice is a mask select, so the loop vectorises.
+  static inline std::uint32_t mask(bool c) { return 0u - static_cast<std::uint32_t>(c); }
+  static inline std::uint32_t sel(std::uint32_t m, std::uint32_t a, std::uint32_t b) { return (a & m) | (b & ~m); }
+
   template <Overflow O>
   static inline std::uint32_t run(std::uint32_t u) {
     const std::uint32_t a = u & 0x7FFFFFFFu;
-    const bool neg = (u >> 31) != 0;
+    const std::uint32_t neg = mask((u >> 31) != 0);
     const std::uint32_t norm = ((a + ((1u << (kShift - 1)) - 1u) + ((a >> kShift) & 1u)) >> kShift) - kRebias;
     const float sum = std::bit_cast<float>(a) + std::bit_cast<float>(kMagicBits);
     const std::uint32_t sub = std::bit_cast<std::uint32_t>(sum) - kMagicBits;
-    const std::uint32_t mag = a < kMinNormalBits ? sub : norm;
-    const std::uint32_t s = neg ? kSign : 0u;
-    std::uint32_t code = mag > kMax ? overflow_code_for(F, O, false) | (O == Overflow::ieee && is_fnuz(F) ? 0u : s)
-                                    : mag | s;
-    if constexpr (is_fnuz(F)) code = mag == 0 ? 0u : code;
-    if (a >= 0x7F800000u) {
-      code = a == 0x7F800000u ? inf_code_for(F, O, neg) : nan_code_for(F, O, neg);
-    }
+    const std::uint32_t mag = sel(mask(a < kMinNormalBits), sub, norm);
+    std::uint32_t code = mag | (kSign & neg);
+    if constexpr (is_fnuz(F)) code &= ~mask(mag == 0);
+    code = sel(mask(mag > kMax), sel(neg, overflow_code_for(F, O, true), overflow_code_for(F, O, false)), code);
+    code = sel(mask(a == 0x7F800000u), sel(neg, inf_code_for(F, O, true), inf_code_for(F, O, false)), code);
+    code = sel(mask(a > 0x7F800000u), sel(neg, nan_code_for(F, O, true), nan_code_for(F, O, false)), code);
     return code;
   }
 };
