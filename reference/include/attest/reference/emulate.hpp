@@ -3,6 +3,12 @@
 /// exact products, FP32 accumulation in the stated order, online softmax with the recipe's exp2,
 /// rescale and division policies, output rounding). It is the executable definition of every
 /// Recipe field; a kernel with a bitwise contract must reproduce its output and LSE bit for bit.
+/// The arithmetic contract, step by step, is in docs/recipes.md and at the top of
+/// reference/src/emulate.cpp.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
 #include "attest/core/problem.hpp"
 #include "attest/core/recipe.hpp"
 #include "attest/core/tensor.hpp"
@@ -13,11 +19,17 @@ struct EmulateOptions {
   /// Process K/V tiles (and keys within a tile) in reverse order after quantization. Exact
   /// math is invariant; rounding is not: metric(emu_rev, emu) is the recipe's noise floor.
   bool reverse_kv = false;
+  /// With K smoothing (k' = k - km), return the LSE of the smoothed logits as the kernel computes
+  /// it, without the correction q.km * softmax_scale (Sage adds it outside the kernel).
+  bool smoothed_lse = false;
 };
 
 struct EmulatorOutput {
   Tensor out;  ///< float32 [B,S,H,Dv] (ragged [1,total_q,H,Dv]), values of the recipe's output format
   Tensor lse;  ///< float32 [B,H,S] (ragged [1,H,total_q]), natural log; -inf for fully-masked rows
+  /// i32, shaped like lse: how many key tiles moved the row's running max after the first tile
+  /// (each one rescales the accumulator). With rescale=conditional it shows which maxima were kept.
+  Tensor rescales;
 };
 
 /// Inputs: float32 tensors in logical order q [B,S,H,D], k [B,T,Hkv,D], v [B,T,Hkv,Dv] (any
@@ -25,5 +37,30 @@ struct EmulatorOutput {
 /// emulator does not model (e.g. exp2=hw: no bitwise contract exists for it).
 EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v,
                        const EmulateOptions& opt = {});
+
+// ---- scalar building blocks (the recipe fields exp2 and div; tested on their own) ----
+
+/// exp2=cr: 2^x correctly rounded to float (round to nearest even), subnormal results included;
+/// x <= -150 gives +0, x >= 128 gives +inf, NaN stays NaN. Evaluated in double by a degree-15
+/// polynomial built from fma and rounded once; the rare inputs whose double value cannot decide
+/// the rounding are settled in 166-bit arithmetic (Boost.Multiprecision). No libm.
+float exp2_cr(float x);
+/// True when exp2_cr(x) is decided by its double evaluation alone (for tests and statistics).
+bool exp2_cr_fast_path_decides(float x);
+/// exp2=fa4: the FlashAttention-4 polynomial exp2 emulation exactly as FORMATS.md gives it
+/// (max(x, -127), floor split by adding 1.5*2^23 rounded toward -inf, cubic in fma, exponent
+/// added to the bits). A NaN input yields the value at -127 (fmaxf drops the NaN).
+float exp2_fa4(float x);
+/// div=rcp_sm90: sm_90 rcp.approx.ftz.f32, bit-exact from the measured 2^23-entry table:
+/// subnormal inputs act as +-0 (giving +-inf), subnormal results flush to +-0, 1/+-inf = +-0,
+/// NaN gives NaN.
+float rcp_sm90(float x);
+/// The measured table: entry[m] = bits(rcp(x)) - bits(RN(1/x)) for x = 1.m in [1, 2).
+std::span<const std::int8_t> rcp_sm90_table();
+/// Size in bytes of the embedded gzip file the table is inflated from.
+std::size_t rcp_sm90_table_gz_size();
+/// log2 in double without libm: frexp, then a 15-term atanh series evaluated with fma (relative
+/// error a few units in the last place of a double). Used for the LSE.
+double log2_portable(double x);
 
 }  // namespace attest::ref
