@@ -135,21 +135,22 @@ __global__ void __launch_bounds__(kPortableThreads) ref64_portable(Params p) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Tensor-core path (NVIDIA sm_90). Block of 4 warps owns 64 query rows of one (b, h); each warp
-// 16 rows. Per key tile of 16: S = Q K^T (m16n8k8 f64 MMAs from shared memory), masking, online
-// softmax in registers, P through shared memory into A fragments, O += P V (MMAs). The mma
-// instruction is a 32-lane warp operation by definition, so this path is NVIDIA-only and its
-// lane arithmetic (groups of 4 lanes) is that instruction's fragment layout, not a warp-size
-// assumption of the portable code.
+// Tensor-core path (NVIDIA sm_90). A block of 8 warps owns 128 query rows of one (b, h); each
+// warp 16 rows. Per key tile of 16: S = Q K^T (m16n8k8 f64 MMAs from shared memory), masking,
+// online softmax in registers, P through shared memory into A fragments, O += P V (MMAs). K/V
+// tiles are double-buffered: the next tile's cp.async copies run during this tile's MMAs.
+// The mma instruction is a 32-lane warp operation by definition, so this path is NVIDIA-only
+// and its lane arithmetic (quads of 4 lanes) is that instruction's fragment layout, not a
+// warp-size assumption of the portable code.
 #if defined(ATTEST_GPU_NVIDIA)
-constexpr int kMmaWarps = 4, kMmaRows = 16 * kMmaWarps, kMmaKeys = 16;
+constexpr int kMmaWarps = 8, kMmaRows = 16 * kMmaWarps, kMmaKeys = 16;
 constexpr int kMmaThreads = 32 * kMmaWarps;
 
 template <int D>
 constexpr int mma_shared_bytes() {
   // Rows padded by 4 doubles: the fragment loads (8 rows x 4 columns per half warp) then hit
-  // 16 distinct 8-byte bank pairs (row stride 132 doubles = 4 mod 16 pairs).
-  return ((kMmaRows + 2 * kMmaKeys) * (D + 4) + kMmaWarps * 16 * (kMmaKeys + 4)) * 8;
+  // 16 distinct 8-byte bank pairs (row stride D + 4 = 4 mod 16 pairs). Q, 2 stages of K and V, P.
+  return ((kMmaRows + 4 * kMmaKeys) * (D + 4) + kMmaWarps * 16 * (kMmaKeys + 4)) * 8;
 }
 
 // c += a * b for one 16x8x8 f64 tile. Fragments (lane = 4 * grp + tig):
@@ -165,13 +166,38 @@ __device__ inline void mma_16x8x8(double (&c)[4], const double (&a)[4], const do
 #endif
 }
 
+// 8-byte asynchronous global -> shared copy; src_bytes 0 writes zeros and reads nothing.
+__device__ inline void cp_async8(double* dst, const double* src, int src_bytes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+#else
+  *dst = src_bytes ? *src : 0.0;
+#endif
+}
+__device__ inline void cp_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+template <int N>
+__device__ inline void cp_async_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 __global__ void mma_selftest_kernel(const double* a, const double* b, double* c) {
   const int lane = threadIdx.x, grp = lane >> 2, tig = lane & 3;
   double fa[4], fb[2], fc[4];
+#pragma unroll
   for (int v = 0; v < 4; ++v) fa[v] = a[(grp + 8 * (v & 1)) * 8 + tig + 4 * (v >> 1)];
+#pragma unroll
   for (int v = 0; v < 2; ++v) fb[v] = b[(tig + 4 * v) * 8 + grp];
+#pragma unroll
   for (int v = 0; v < 4; ++v) fc[v] = c[(grp + 8 * (v >> 1)) * 8 + 2 * tig + (v & 1)];
   mma_16x8x8(fc, fa, fb);
+#pragma unroll
   for (int v = 0; v < 4; ++v) c[(grp + 8 * (v >> 1)) * 8 + 2 * tig + (v & 1)] = fc[v];
 }
 
@@ -180,17 +206,39 @@ __device__ inline double quad_max(double x) {
   return nan_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
+// Starts (f64: cp.async) or performs (f32: convert on the way) the copy of key tile [j0, j0+16)
+// into one K/V stage. Keys at or beyond `max_hi` (seen by no row of the block) are never read:
+// their slots get zeros.
 template <class TIn, int D>
-__global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
+__device__ inline void load_kv_tile(const Params& p, double* ks, double* vs, i64 b, i64 g, i64 j0, i64 max_hi) {
+  constexpr int LD = D + 4;
+  for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) {
+    const int r = idx / D, c = idx % D;
+    const bool in = j0 + r < max_hi;
+    const i64 ok = in ? offset(p.k, p.cu_kv, b, j0 + r, g, c) : 0;
+    const i64 ov = in ? offset(p.v, p.cu_kv, b, j0 + r, g, c) : 0;
+    if constexpr (sizeof(TIn) == 8) {
+      cp_async8(ks + r * LD + c, static_cast<const double*>(p.k.data) + ok, in ? 8 : 0);
+      cp_async8(vs + r * LD + c, static_cast<const double*>(p.v.data) + ov, in ? 8 : 0);
+    } else {
+      ks[r * LD + c] = in ? load<TIn>(p.k, ok) : 0.0;
+      vs[r * LD + c] = in ? load<TIn>(p.v, ov) : 0.0;
+    }
+  }
+  cp_async_commit();
+}
+
+template <class TIn, int D>
+__global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   constexpr int LD = D + 4, LDP = kMmaKeys + 4, NT = D / 8;
   extern __shared__ double smem[];
-  double* qs = smem;                     // [kMmaRows][LD]
-  double* ks = qs + kMmaRows * LD;       // [kMmaKeys][LD]
-  double* vs = ks + kMmaKeys * LD;       // [kMmaKeys][LD]
-  double* pw = vs + kMmaKeys * LD;       // [kMmaWarps][16][LDP]
+  double* qs = smem;                          // [kMmaRows][LD]
+  double* kv = qs + kMmaRows * LD;            // 2 stages x ([kMmaKeys][LD] K, [kMmaKeys][LD] V)
+  double* pw = kv + 4 * kMmaKeys * LD;        // [kMmaWarps][16][LDP]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, grp = lane >> 2, tig = lane & 3;
-  const i64 b = blockIdx.z, h = blockIdx.y, q0 = static_cast<i64>(blockIdx.x) * kMmaRows;
+  // Heaviest query tiles (most visible keys under causal masks) are scheduled first.
+  const i64 b = blockIdx.z, h = blockIdx.y, q0 = static_cast<i64>(gridDim.x - 1 - blockIdx.x) * kMmaRows;
   const i64 lq = len_q(p, b), lk = len_kv(p, b);
   if (q0 >= lq) return;  // uniform over the block
   const i64 g = h / (p.heads_q / p.heads_kv);
@@ -199,6 +247,7 @@ __global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
   const i64 max_hi = visible(p, lq, lk, q0 + rows - 1);
   double* ps = pw + warp * 16 * LDP;
 
+  if (max_hi > 0) load_kv_tile<TIn, D>(p, kv, kv + kMmaKeys * LD, b, g, 0, max_hi);
   for (int idx = tid; idx < kMmaRows * D; idx += kMmaThreads) {
     const int r = idx / D, c = idx % D;
     qs[r * LD + c] = r < rows ? load<TIn>(p.q, offset(p.q, p.cu_q, b, q0 + r, h, c)) : 0.0;
@@ -207,42 +256,46 @@ __global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
   // This thread's two rows (fragment rows grp and grp + 8 of the warp's 16).
   const int lr[2] = {warp * 16 + grp, warp * 16 + grp + 8};
   i64 hi[2];
-  #pragma unroll
+#pragma unroll
   for (int r = 0; r < 2; ++r) hi[r] = lr[r] < rows ? visible(p, lq, lk, q0 + lr[r]) : 0;
 
   double o[NT][4];
-  #pragma unroll
+#pragma unroll
   for (int n = 0; n < NT; ++n)
-    #pragma unroll
+#pragma unroll
     for (int v = 0; v < 4; ++v) o[n][v] = 0.0;
   double m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0, 0.0};
 
-  for (i64 j0 = 0; j0 < max_hi; j0 += kMmaKeys) {
-    __syncthreads();  // previous tile's ks/vs fully consumed (and qs written, first time)
-    int bad = 0;
-    for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) {
-      const int r = idx / D, c = idx % D;
-      const bool in = j0 + r < max_hi;  // keys no row of the block sees are never read
-      ks[r * LD + c] = in ? load<TIn>(p.k, offset(p.k, p.cu_kv, b, j0 + r, g, c)) : 0.0;
-      const double vv = in ? load<TIn>(p.v, offset(p.v, p.cu_kv, b, j0 + r, g, c)) : 0.0;
-      vs[r * LD + c] = vv;
-      bad |= !isfinite(vv);
+  int stage = 0;
+  for (i64 j0 = 0; j0 < max_hi; j0 += kMmaKeys, stage ^= 1) {
+    double* ks = kv + stage * 2 * kMmaKeys * LD;
+    double* vs = ks + kMmaKeys * LD;
+    if (j0 + kMmaKeys < max_hi) {
+      // The other stage was released by the barrier at the end of the previous tile.
+      double* kn = kv + (stage ^ 1) * 2 * kMmaKeys * LD;
+      load_kv_tile<TIn, D>(p, kn, kn + kMmaKeys * LD, b, g, j0 + kMmaKeys, max_hi);
+      cp_async_wait<1>();  // this tile's copies (issued one tile earlier) are complete
+    } else {
+      cp_async_wait<0>();
     }
     // A non-finite V value would turn 0 * V of a key masked for some row into NaN inside the
-    // MMA; such tiles take the exact per-row scalar route below.
+    // MMA; such tiles take the exact per-row scalar route below. Each thread checks the
+    // elements it copied itself (visible to it after the wait); the barrier publishes the tile.
+    int bad = 0;
+    for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * LD + idx % D]);
     const int v_nonfinite = __syncthreads_or(bad);
 
     double s[2][4];
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < 2; ++n)
-      #pragma unroll
+#pragma unroll
       for (int v = 0; v < 4; ++v) s[n][v] = 0.0;
-    #pragma unroll
+#pragma unroll
     for (int kk = 0; kk < D / 8; ++kk) {
       double a[4];
-      #pragma unroll
+#pragma unroll
       for (int v = 0; v < 4; ++v) a[v] = qs[(warp * 16 + grp + 8 * (v & 1)) * LD + kk * 8 + tig + 4 * (v >> 1)];
-      #pragma unroll
+#pragma unroll
       for (int n = 0; n < 2; ++n) {
         const double bf[2] = {ks[(n * 8 + grp) * LD + kk * 8 + tig], ks[(n * 8 + grp) * LD + kk * 8 + tig + 4]};
         mma_16x8x8(s[n], a, bf);
@@ -252,18 +305,17 @@ __global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
     // Masking replaces the logits of invisible keys by -inf, so their K values (NaN included)
     // never reach m, p or l.
     double tile_max[2] = {-INFINITY, -INFINITY};
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < 2; ++n)
-      #pragma unroll
+#pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int r = v >> 1;
         const i64 j = j0 + n * 8 + 2 * tig + (v & 1);
         s[n][v] = j < hi[r] ? p.scale * s[n][v] : -INFINITY;
         tile_max[r] = nan_max(tile_max[r], s[n][v]);
       }
-    double alpha[2];
-    double shift[2];
-    #pragma unroll
+    double alpha[2], shift[2];
+#pragma unroll
     for (int r = 0; r < 2; ++r) {
       const double m_new = nan_max(m[r], quad_max(tile_max[r]));
       shift[r] = m_new == -INFINITY ? 0.0 : m_new;
@@ -271,59 +323,58 @@ __global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
       m[r] = m_new;
       l[r] *= alpha[r];
     }
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < 2; ++n)
-      #pragma unroll
+#pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int r = v >> 1;
         const double pv = exp(s[n][v] - shift[r]);
-        l[r] += pv;  // per-lane partial; the 4 lanes of a row share alpha, so sums combine exactly as l
+        l[r] += pv;  // per-lane partial; the 4 lanes of a row share alpha, so the partials add up to l
         ps[(grp + 8 * r) * LDP + n * 8 + 2 * tig + (v & 1)] = pv;
       }
-    #pragma unroll
+#pragma unroll
     for (int n = 0; n < NT; ++n)
-      #pragma unroll
+#pragma unroll
       for (int v = 0; v < 4; ++v) o[n][v] *= alpha[v >> 1];
     __syncwarp();
 
     if (!v_nonfinite) {
-      #pragma unroll
+#pragma unroll
       for (int kk = 0; kk < kMmaKeys / 8; ++kk) {
         double a[4];
-        #pragma unroll
+#pragma unroll
         for (int v = 0; v < 4; ++v) a[v] = ps[(grp + 8 * (v & 1)) * LDP + kk * 8 + tig + 4 * (v >> 1)];
-        #pragma unroll
+#pragma unroll
         for (int n = 0; n < NT; ++n) {
           const double bf[2] = {vs[(kk * 8 + tig) * LD + n * 8 + grp], vs[(kk * 8 + tig + 4) * LD + n * 8 + grp]};
           mma_16x8x8(o[n], a, bf);
         }
       }
     } else {
-      #pragma unroll
+#pragma unroll
       for (int n = 0; n < NT; ++n)
-        #pragma unroll
+#pragma unroll
         for (int v = 0; v < 4; ++v) {
           const int r = v >> 1, col = n * 8 + 2 * tig + (v & 1);
           double acc = 0.0;
-          for (int jj = 0; jj < kMmaKeys && j0 + jj < hi[r]; ++jj)
-            acc += ps[(grp + 8 * r) * LDP + jj] * vs[jj * LD + col];
+          for (int jj = 0; jj < kMmaKeys && j0 + jj < hi[r]; ++jj) acc += ps[(grp + 8 * r) * LDP + jj] * vs[jj * LD + col];
           o[n][v] += acc;
         }
     }
-    __syncwarp();  // ps is rewritten by the next tile
+    __syncthreads();  // every warp is done with this stage (and ps) before it is refilled
   }
 
   double lt[2];
-  #pragma unroll
+#pragma unroll
   for (int r = 0; r < 2; ++r) {
     // (l0 + l1) + (l2 + l3) on every lane of the quad: addition commutes bitwise, so all four
     // lanes hold the same total.
     lt[r] = l[r] + __shfl_xor_sync(0xffffffffu, l[r], 1);
     lt[r] = lt[r] + __shfl_xor_sync(0xffffffffu, lt[r], 2);
   }
-  #pragma unroll
+#pragma unroll
   for (int n = 0; n < NT; ++n)
-    #pragma unroll
+#pragma unroll
     for (int v = 0; v < 4; ++v) {
       const int r = v >> 1;
       if (lr[r] >= rows) continue;
@@ -331,7 +382,7 @@ __global__ void __launch_bounds__(kMmaThreads) ref64_mma(Params p) {
       store(p.out, offset(p.out, p.cu_q, b, q0 + lr[r], h, col), lt[r] == 0.0 ? 0.0 : o[n][v] / lt[r]);
     }
   if (tig == 0)
-    #pragma unroll
+#pragma unroll
     for (int r = 0; r < 2; ++r)
       if (lr[r] < rows) write_lse(p, b, h, q0 + lr[r], m[r], lt[r]);
 }
