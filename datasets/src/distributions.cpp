@@ -240,6 +240,9 @@ Tensor generate_one(const Problem& p, Distribution dist, std::uint64_t seed, Rol
 
 Qkv generate_qkv(const Problem& p, Distribution dist, std::uint64_t seed) {
   if (auto st = p.validate(); !st) throw Error("generate_qkv: problem '" + to_string(p) + "': " + st.reason());
+  // sample() throws on an invalid enum value; an exception must not escape the OpenMP region.
+  if (static_cast<std::size_t>(dist) >= kNames.size())
+    throw Error("generate_qkv: invalid distribution value " + std::to_string(static_cast<int>(dist)));
   return {generate_one(p, dist, seed, Role::q), generate_one(p, dist, seed, Role::k),
           generate_one(p, dist, seed, Role::v)};
 }
