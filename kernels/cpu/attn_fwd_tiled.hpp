@@ -36,7 +36,7 @@ enum class Bug : std::uint8_t {
   skip_last_q_tile,    ///< the last partial query tile is never computed nor written
   oob_write,           ///< one element written just past the output's last element
   contiguous_assumed,  ///< strides ignored: inputs and output read/written as contiguous bshd
-  nondeterministic,    ///< P.V summation within a tile starts at a key that rotates per call
+  nondeterministic,    ///< row sum and P.V within a tile start at a key that rotates per call
   p_e5m2,              ///< P cast to e5m2 instead of the recipe's P format
   ftz_acc,             ///< FP32 accumulator flushed to zero when subnormal
 };
@@ -79,6 +79,13 @@ class TiledKernel final : public Kernel {
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
     if (auto why = plan_unsupported(make_plan(r)); !why.empty()) return Status::unsupported(why);
+    if (r.q.find("int8") != std::string::npos && p.head_dim > 1024)
+      return Status::unsupported("INT8 logits need head_dim <= 1024 (exact int32 sums)");
+    for (const std::string* sch : {&r.q, &r.k})
+      if (sch->find("rotate=h128") != std::string::npos && p.head_dim != 128)
+        return Status::unsupported("the 128-channel Hadamard rotation needs head_dim 128");
+    if (r.q.find("rotate=h32") != std::string::npos && p.head_dim % 32 != 0)
+      return Status::unsupported("rotate=h32_bf16 needs head_dim % 32 == 0");
     return Status::ok();
   }
   void run(const Args& a) override {

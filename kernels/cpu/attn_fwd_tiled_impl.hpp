@@ -1,39 +1,38 @@
 #pragma once
 // Definitions of the tiled engine (attn_fwd_tiled.hpp). Included by attn_fwd_tiled.cpp (the
 // production instantiation) and by the mutants; nowhere else.
+//
+// Arithmetic contract (docs/recipes.md; the emulator's definition), per output row:
+//   x_j  = logit from element values (INT8: exact integer sum; MX: per-32-channel FP32 block
+//          sums times 2^(Eq+Ek), added block by block; otherwise x = fma(q_d, k_d, x), d ascending)
+//   sc_j = fl(c * fl(qs * ks_j)), c = 1 when Q was pre-scaled, else fl(fl32(scale) * log2 e)
+//   per KV tile [t*Bc, (t+1)*Bc) of the visible keys, keys ascending:
+//     y_j = fma(x_j, sc_j, -off); m_new from max_j y_j (NaN-propagating) and the rescale policy;
+//     when m grows: alpha = exp2(fl(m - m_new)), l *= alpha, acc *= alpha;
+//     P_j = exp2(fma(x_j, sc_j, -m)); l += P_j (FP32 P, key order); Pc_j = P_j in the P format;
+//     acc_d = fma(Pc_j, v_jd, acc_d) (MX P or V: 32-key block sums times 2^(Ep+Ev), added)
+//   o_d = acc_d / l, or acc_d * r (r = fl(1/l) or rcp_sm90(l)), with V's scale; rounded to out
+//   lse = fl32((double(m) + log2(l)) * ln 2) (+ K-smoothing correction); no key: 0 and -inf.
+// The code is organised differently from the emulator: tile-major over query rows with one
+// RowState per row, operands quantized once into packed slabs.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
-#include <numbers>
 
 #include "cpu/attn_fwd_tiled.hpp"
 #include "cpu/cpu_io.hpp"
+#include "cpu/cpu_quantize.hpp"
 
 namespace attest::kernels::cpu {
 namespace tiled {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr double kLog2e = 0x1.71547652b82fep0;  // RN(log2 e)
+constexpr double kLn2 = 0x1.62e42fefa39efp-1;   // RN(ln 2)
 
-/// One quantized operand (Q, K or V) packed per slab (batch element, head): element values
-/// `val` [slab][token][channel] and, where the scheme has scales, one scale per token (`row`)
-/// or per channel (`col`).
-struct Operand {
-  std::int64_t C = 0;                      ///< channels
-  std::vector<std::int64_t> tok_off;       ///< first token of each slab in the packed order
-  std::vector<float> val, row, col;
-  [[nodiscard]] const float* at(std::int64_t slab, std::int64_t t) const {
-    return val.data() + (tok_off[static_cast<std::size_t>(slab)] + t) * C;
-  }
-};
-
-/// Element cast of a plain-cast scheme.
-inline float cast_elem(const Scheme& s, float x) {
-  if (s.kind == Scheme::Kind::f32) return x;
-  return round_to(s.elem, x, s.tie, s.sat);
-}
-
-/// Format of P and O as a rounding function.
+/// Format of P and O as a rounding function (RNE; FP8 saturating as the P cast of the kernels).
 inline float round_elem(ElemFormat f, float x) {
   switch (f) {
     case ElemFormat::f32: return x;
@@ -47,57 +46,49 @@ inline float round_elem(ElemFormat f, float x) {
   return x;
 }
 
-/// Reads one operand of the problem and quantizes it into packed slabs. `kv` picks K/V token
-/// counts; `heads` is H or Hkv.
-template <Bug B>
-Operand prepare(const Tensor& x, const Problem& p, bool kv, std::int64_t heads, std::int64_t C, const Scheme& s) {
-  TokenView<const float> in = token_view<const float>(x, p, kv);
-  if constexpr (B == Bug::contiguous_assumed) {
-    // The planted bug: the strides of a contiguous bshd tensor of this shape, whatever the real
-    // ones are. Kept inside the buffer so that the bug shows as wrong values, not a crash.
-    const auto& sh = x.shape();
-    const std::int64_t need = sh[0] * sh[1] * sh[2] * sh[3];
-    const auto* base = reinterpret_cast<const std::byte*>(in.data);
-    const std::byte* end = x.storage().data() + x.storage().size();
-    if (base + need * 4 <= end) in.sd = 1, in.sh = C, in.ss = heads * C, in.sb = sh[1] * heads * C;
-  }
-  Operand op;
-  op.C = C;
-  const std::int64_t slabs = p.batch * heads;
-  op.tok_off.resize(static_cast<std::size_t>(slabs) + 1);
-  for (std::int64_t sl = 0; sl < slabs; ++sl) {
-    const std::int64_t b = sl / heads;
-    op.tok_off[static_cast<std::size_t>(sl) + 1] = op.tok_off[static_cast<std::size_t>(sl)] + (kv ? p.len_kv(b) : p.len_q(b));
-  }
-  op.val.resize(static_cast<std::size_t>(op.tok_off.back() * C));
-#pragma omp parallel for schedule(static)
-  for (std::int64_t sl = 0; sl < slabs; ++sl) {
-    const std::int64_t b = sl / heads, h = sl % heads;
-    const std::int64_t n = op.tok_off[static_cast<std::size_t>(sl) + 1] - op.tok_off[static_cast<std::size_t>(sl)];
-    for (std::int64_t t = 0; t < n; ++t) {
-      const float* src = in.row(b, t, h);
-      float* dst = op.val.data() + (op.tok_off[static_cast<std::size_t>(sl)] + t) * C;
-      for (std::int64_t c = 0; c < C; ++c) dst[c] = cast_elem(s, src[c * in.sd]);
-    }
-  }
-  return op;
+inline float pow2_scaled(float s, int e) {
+  return static_cast<float>(static_cast<double>(s) * std::ldexp(1.0, e));  // one rounding
 }
 
-/// Online-softmax state of one query row. Invariants: `m` is the largest logit seen (in units
-/// of the raw dot product), `l` the sum of the unrounded P values relative to m, `acc` the sum
-/// of rounded-P times V relative to m; both were rescaled by exp2((m_old - m) * scale_log2)
-/// every time m grew.
+/// Quantized operands of one unit (dense: the whole batch; ragged: one sequence), slab =
+/// (batch element - first) * heads + head.
+struct Unit {
+  std::int64_t first = 0;
+  QOperand q, k, v;
+  std::vector<float> q_raw;  ///< unquantized Q (for the K-smoothing LSE correction)
+};
+
+template <class View>
+std::vector<float> gather(const View& in, std::int64_t b0, std::int64_t b1, std::int64_t heads, std::int64_t C,
+                          std::int64_t T, const Problem& p, bool kv) {
+  std::vector<float> x(static_cast<std::size_t>((b1 - b0) * heads * T * C), 0.0f);
+  for (std::int64_t b = b0; b < b1; ++b)
+    for (std::int64_t h = 0; h < heads; ++h) {
+      const std::int64_t n = kv ? p.len_kv(b) : p.len_q(b);
+      for (std::int64_t t = 0; t < n; ++t) {
+        const float* src = in.row(b, t, h);
+        float* dst = x.data() + (((b - b0) * heads + h) * T + t) * C;
+        for (std::int64_t c = 0; c < C; ++c) dst[c] = src[c * in.sd];
+      }
+    }
+  return x;
+}
+
+/// The online-softmax state of one query row (FlashInfer's state type: running max m in log2
+/// units including -off, running sum l of FP32 P, accumulator acc of rounded-P times V, all
+/// relative to m; `started` once a finite max has been seen).
 struct RowState {
   float m = kNegInf;
   float l = 0;
-  bool nan = false;
+  bool started = false;
 };
 
 struct Params {
-  float scale_log2 = 0;  ///< fl(softmax_scale * log2(e)), product in double
+  Recipe r;
+  float c = 1, off = 0;
   std::int64_t Dv = 0;
-  ElemFormat pfmt = ElemFormat::bf16;
-  Exp2Policy exp2 = Exp2Policy::cr;
+  Scheme pmx;
+  bool p_mx = false;
 };
 
 inline float exp2_of(Exp2Policy e, float x) { return e == Exp2Policy::fa4 ? exp2_fa4(x) : exp2_cr(x); }
@@ -110,37 +101,79 @@ inline float flush(float x) {
   return x;
 }
 
-/// Folds one KV tile (keys [0, n) of `s`, rows of `vrows`) into the row state.
+/// Folds one KV tile (n keys: logits x, scales sc, V rows, V block exponents) into a row.
 template <Bug B>
-void update(RowState& st, float* acc, const Params& pr, const float* s, std::int64_t n, const float* const* vrows,
-            std::int64_t vsd, unsigned rotation) {
-  float tile_max = kNegInf;
+void update(RowState& st, float* acc, const Params& pr, const float* x, const float* sc, std::int64_t n,
+            const float* const* vrows, const std::int16_t* const* vexp, unsigned rotation, float* P, float* Pc,
+            float* bs) {
+  const Recipe& r = pr.r;
+  float m_tile = kNegInf;
   for (std::int64_t j = 0; j < n; ++j) {
-    if (std::isnan(s[j])) st.nan = true;
-    tile_max = std::max(tile_max, s[j]);
+    const float y = std::fma(x[j], sc[j], -pr.off);
+    if (std::isnan(y) || std::isnan(m_tile)) m_tile = kNaN;
+    else m_tile = std::max(m_tile, y);
   }
-  const float m_new = std::max(st.m, tile_max);
-  if (m_new == kNegInf) return;  // every logit so far is -inf: nothing to add
-  const float ms_new = m_new * pr.scale_log2;
-  if (m_new != st.m) {
-    float alpha = st.m == kNegInf ? 0.0f : exp2_of(pr.exp2, st.m * pr.scale_log2 - ms_new);
-    if constexpr (B == Bug::no_rescale) alpha = st.m == kNegInf ? 0.0f : 1.0f;
+  float m_new = st.m;
+  if (std::isnan(m_tile) || std::isnan(st.m)) m_new = kNaN;
+  else if (!(r.rescale == RescalePolicy::conditional && st.m > kNegInf &&
+             st.m - m_tile >= static_cast<float>(-r.rescale_threshold)))
+    m_new = std::max(st.m, m_tile);
+  if (m_new == kNegInf) return;
+  if (!(m_new == st.m)) {
+    float alpha = exp2_of(r.exp2, st.m - m_new);
+    if constexpr (B == Bug::no_rescale) alpha = st.started ? 1.0f : alpha;
     st.l = st.l * alpha;
     for (std::int64_t d = 0; d < pr.Dv; ++d) acc[d] = flush<B>(acc[d] * alpha);
     st.m = m_new;
   }
-  float pv[1024];  // tile_kv <= 1024 (checked in plan_unsupported)
-  for (std::int64_t j = 0; j < n; ++j) {
-    const float pj = exp2_of(pr.exp2, std::fma(s[j], pr.scale_log2, -ms_new));
-    st.l = st.l + pj;
-    if constexpr (B == Bug::p_e5m2) pv[j] = round_to(kE5m2, pj, Tie::even, Sat::satfinite);
-    else pv[j] = round_elem(pr.pfmt, pj);
-  }
+  st.started = true;
+  for (std::int64_t j = 0; j < n; ++j) P[j] = exp2_of(r.exp2, std::fma(x[j], sc[j], -st.m));
   for (std::int64_t jj = 0; jj < n; ++jj) {
     std::int64_t j = jj;
     if constexpr (B == Bug::nondeterministic) j = (jj + rotation) % n;
-    const float* vj = vrows[j];
-    for (std::int64_t d = 0; d < pr.Dv; ++d) acc[d] = flush<B>(acc[d] + pv[j] * vj[d * vsd]);
+    st.l = st.l + P[j];
+  }
+  const std::int64_t pb = pr.p_mx ? pr.pmx.block : 32;
+  std::int16_t pexp[64] = {};  // tile_kv / 32 blocks at most (tile_kv <= 1024, checked)
+  if (pr.p_mx) {
+    for (std::int64_t b0 = 0; b0 < n; b0 += pb) {
+      const std::int64_t b1 = std::min(n, b0 + pb);
+      float amax = 0;
+      for (std::int64_t j = b0; j < b1; ++j) {
+        const float a = std::fabs(P[j]);
+        if (std::isnan(a) || a > amax) amax = a;
+      }
+      const std::uint8_t code = e8m0_code(amax, pr.pmx);
+      const float mult = e8m0_multiplier(code, pr.pmx);
+      pexp[b0 / pb] = static_cast<std::int16_t>(code == 0xFF ? kNanExp : code - 127);
+      for (std::int64_t j = b0; j < b1; ++j) Pc[j] = mx_element(P[j] * mult, pr.pmx);
+    }
+  } else {
+    for (std::int64_t j = 0; j < n; ++j) {
+      if constexpr (B == Bug::p_e5m2) Pc[j] = round_to(kE5m2, P[j], Tie::even, Sat::satfinite);
+      else Pc[j] = round_elem(r.p, P[j]);
+    }
+  }
+  if (!pr.p_mx && vexp == nullptr) {
+    for (std::int64_t jj = 0; jj < n; ++jj) {
+      std::int64_t j = jj;
+      if constexpr (B == Bug::nondeterministic) j = (jj + rotation) % n;
+      const float* vj = vrows[j];
+      for (std::int64_t d = 0; d < pr.Dv; ++d) acc[d] = flush<B>(std::fma(Pc[j], vj[d], acc[d]));
+    }
+    return;
+  }
+  for (std::int64_t b0 = 0; b0 < n; b0 += pb) {
+    const std::int64_t b1 = std::min(n, b0 + pb);
+    std::fill_n(bs, pr.Dv, 0.0f);
+    for (std::int64_t j = b0; j < b1; ++j)
+      for (std::int64_t d = 0; d < pr.Dv; ++d) bs[d] = std::fma(Pc[j], vrows[j][d], bs[d]);
+    const int ep = pr.p_mx ? pexp[b0 / pb] : 0;
+    for (std::int64_t d = 0; d < pr.Dv; ++d) {
+      const int ev = vexp != nullptr ? vexp[b0][d] : 0;
+      const float term = (ep == kNanExp || ev == kNanExp) ? kNaN : pow2_scaled(bs[d], ep + ev);
+      acc[d] = flush<B>(acc[d] + term);
+    }
   }
 }
 
@@ -155,9 +188,12 @@ void run_tiled(const Args& a, const Plan& plan) {
   const bool wrapper = a.config == "path=wrapper";
   std::int64_t Br = r.tile_q;
   if (a.config == "qtile=16") Br = 16;
-  else if (!a.config.empty() && !wrapper) throw Error("cpu.tiled: unknown config '" + std::string(a.config) + "' (valid: \"\", path=wrapper, qtile=16)");
+  else if (!a.config.empty() && !wrapper)
+    throw Error("cpu.tiled: unknown config '" + std::string(a.config) + "' (valid: \"\", path=wrapper, qtile=16)");
   const std::int64_t Bc = r.tile_kv;
   const std::int64_t H = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, Dv = p.head_dim_v, grp = p.group();
+  double scale = p.scale();
+  if constexpr (B == Bug::scale_off_1pct) scale *= 1.01;
 
   // The wrapper path reads packed contiguous copies of the inputs (same values, other strides).
   Tensor qc, kc, vc;
@@ -165,17 +201,48 @@ void run_tiled(const Args& a, const Plan& plan) {
   const Tensor* kt = &a.k;
   const Tensor* vt = &a.v;
   if (wrapper) qc = a.q.contiguous(), kc = a.k.contiguous(), vc = a.v.contiguous(), qt = &qc, kt = &kc, vt = &vc;
-  const Operand Q = prepare<B>(*qt, p, false, H, D, plan.q);
-  const Operand K = prepare<B>(*kt, p, true, Hkv, D, plan.k);
-  const Operand V = prepare<B>(*vt, p, true, Hkv, Dv, plan.v);
+  auto view = [&](const Tensor& t, bool kv, std::int64_t heads, std::int64_t C) {
+    TokenView<const float> in = token_view<const float>(t, p, kv);
+    if constexpr (B == Bug::contiguous_assumed) {
+      // The planted bug: strides of a contiguous bshd tensor of this shape, whatever the real
+      // ones are; kept inside the buffer so the bug shows as wrong values, not a crash.
+      const auto& sh = t.shape();
+      const auto* base = reinterpret_cast<const std::byte*>(in.data);
+      if (base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= t.storage().data() + t.storage().size())
+        in.sd = 1, in.sh = C, in.ss = heads * C, in.sb = sh[1] * heads * C;
+    }
+    return in;
+  };
+  const auto qv = view(*qt, false, H, D), kv = view(*kt, true, Hkv, D), vv = view(*vt, true, Hkv, Dv);
 
-  double scale = p.scale();
-  if constexpr (B == Bug::scale_off_1pct) scale *= 1.01;
+  QuantBugs qb;
+  qb.int8_trunc = B == Bug::int8_trunc;
+  qb.smooth_per_token = B == Bug::smooth_per_token;
+  qb.v_nosat = B == Bug::fp8_v_nosat;
+  // Quantization units: the whole batch, or each sequence of a ragged batch on its own.
+  std::vector<Unit> units(p.ragged() ? static_cast<std::size_t>(p.batch) : 1);
+  std::vector<std::int64_t> unit_of(static_cast<std::size_t>(p.batch));
+#pragma omp parallel for schedule(dynamic)
+  for (std::int64_t u = 0; u < static_cast<std::int64_t>(units.size()); ++u) {
+    const std::int64_t b0 = p.ragged() ? u : 0, b1 = p.ragged() ? u + 1 : p.batch;
+    const std::int64_t S = p.ragged() ? p.len_q(u) : p.seqlen_q, T = p.ragged() ? p.len_kv(u) : p.seqlen_kv;
+    Unit& un = units[static_cast<std::size_t>(u)];
+    un.first = b0;
+    un.q_raw = gather(qv, b0, b1, H, D, S, p, false);
+    un.q = quantize_operand(un.q_raw, (b1 - b0) * H, S, D, plan.q, false, scale, qb);
+    un.k = quantize_operand(gather(kv, b0, b1, Hkv, D, T, p, true), (b1 - b0) * Hkv, T, D, plan.k, false, scale, qb);
+    un.v = quantize_operand(gather(vv, b0, b1, Hkv, Dv, T, p, true), (b1 - b0) * Hkv, T, Dv, plan.v, true, scale, qb);
+    if (un.k.km.empty()) un.q_raw.clear();
+  }
+  for (std::int64_t b = 0; b < p.batch; ++b) unit_of[static_cast<std::size_t>(b)] = p.ragged() ? b : 0;
+
   Params pr;
-  pr.scale_log2 = static_cast<float>(scale * std::numbers::log2e);
+  pr.r = r;
   pr.Dv = Dv;
-  pr.pfmt = r.p;
-  pr.exp2 = r.exp2;
+  pr.off = r.pscale == PScale::offset_8807 ? 8.807f : r.pscale == PScale::pow2_8 ? 8.0f : 0.0f;
+  pr.c = plan.q.prescale ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * kLog2e);
+  pr.p_mx = !r.p_mx.empty();
+  if (pr.p_mx) pr.pmx = parse_scheme(r.p_mx);
 
   static std::atomic<unsigned> calls{0};
   const unsigned rotation = B == Bug::nondeterministic ? calls.fetch_add(1) : 0u;
@@ -187,8 +254,8 @@ void run_tiled(const Args& a, const Plan& plan) {
   if constexpr (B == Bug::contiguous_assumed) {
     const auto& sh = a.out.shape();
     const auto* base = reinterpret_cast<const std::byte*>(o.data);
-    const std::byte* end = a.out.storage().data() + a.out.storage().size();
-    if (!wrapper && base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= end) o.sd = 1, o.sh = Dv, o.ss = H * Dv, o.sb = sh[1] * H * Dv;
+    if (!wrapper && base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= a.out.storage().data() + a.out.storage().size())
+      o.sd = 1, o.sh = Dv, o.ss = H * Dv, o.sb = sh[1] * H * Dv;
   }
   LseView lse;
   if (a.lse != nullptr) lse = lse_view(*a.lse, p);
@@ -211,62 +278,100 @@ void run_tiled(const Args& a, const Plan& plan) {
 
   const Mask mask = (B == Bug::causal_tl_for_br && p.mask == Mask::causal_br) ? Mask::causal_tl : p.mask;
   const std::int64_t n_items = static_cast<std::int64_t>(items.size());
-#pragma omp parallel for schedule(dynamic)
-  for (std::int64_t it = 0; it < n_items; ++it) {
-    const Item w = items[static_cast<std::size_t>(it)];
-    std::int64_t g = w.h / grp;
-    if constexpr (B == Bug::gqa_wrong_head) g = w.h % Hkv;
-    const std::int64_t T = p.len_kv(w.b), rows = w.r1 - w.r0;
-    const std::int64_t qslab = w.b * H + w.h, kslab = w.b * Hkv + g;
-    std::vector<RowState> st(static_cast<std::size_t>(rows));
-    std::vector<float> acc(static_cast<std::size_t>(rows * Dv), 0.0f), s(static_cast<std::size_t>(Bc));
+#pragma omp parallel
+  {
+    std::vector<float> x(static_cast<std::size_t>(Bc)), sc(static_cast<std::size_t>(Bc)), P(static_cast<std::size_t>(Bc)),
+        Pc(static_cast<std::size_t>(Bc)), bs(static_cast<std::size_t>(Dv)), blk(static_cast<std::size_t>(Bc));
+    std::vector<std::int32_t> ix(static_cast<std::size_t>(Bc));
     std::vector<const float*> vrows(static_cast<std::size_t>(Bc));
-    std::vector<std::int64_t> hi(static_cast<std::size_t>(rows));
-    std::int64_t hi_max = 0;
-    const std::int64_t S = p.len_q(w.b);
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const std::int64_t row = w.r0 + i;
-      const std::int64_t vis = mask == Mask::none ? T : mask == Mask::causal_tl ? row + 1 : row + 1 + T - S;
-      hi[static_cast<std::size_t>(i)] = std::clamp<std::int64_t>(vis, 0, T);
-      hi_max = std::max(hi_max, hi[static_cast<std::size_t>(i)]);
-    }
-    for (std::int64_t j0 = 0; j0 < hi_max; j0 += Bc) {
+    std::vector<const std::int16_t*> vexp(static_cast<std::size_t>(Bc));
+#pragma omp for schedule(dynamic)
+    for (std::int64_t it = 0; it < n_items; ++it) {
+      const Item w = items[static_cast<std::size_t>(it)];
+      std::int64_t g = w.h / grp;
+      if constexpr (B == Bug::gqa_wrong_head) g = w.h % Hkv;
+      const Unit& un = units[static_cast<std::size_t>(unit_of[static_cast<std::size_t>(w.b)])];
+      const std::int64_t T = p.len_kv(w.b), S = p.len_q(w.b), rows = w.r1 - w.r0;
+      const std::int64_t qslab = (w.b - un.first) * H + w.h, kslab = (w.b - un.first) * Hkv + g;
+      const std::int64_t Tq = un.q.T, Tk = un.k.T;
+      std::vector<RowState> st(static_cast<std::size_t>(rows));
+      std::vector<float> acc(static_cast<std::size_t>(rows * Dv), 0.0f);
+      std::vector<std::int64_t> hi(static_cast<std::size_t>(rows));
+      std::int64_t hi_max = 0;
       for (std::int64_t i = 0; i < rows; ++i) {
-        const std::int64_t j1 = std::min(j0 + Bc, hi[static_cast<std::size_t>(i)]);
-        if (j1 <= j0) continue;
-        if constexpr (B == Bug::skip_last_kv_tile) {
-          if (j1 == hi[static_cast<std::size_t>(i)] && j1 - j0 < Bc) continue;
-        }
-        const float* qi = Q.at(qslab, w.r0 + i);
-        for (std::int64_t j = j0; j < j1; ++j) {
-          const float* kj = K.at(kslab, j);
-          float dot = 0;
-          for (std::int64_t d = 0; d < D; ++d) dot = dot + qi[d] * kj[d];
-          s[static_cast<std::size_t>(j - j0)] = dot;
-          vrows[static_cast<std::size_t>(j - j0)] = V.at(kslab, j);
-        }
-        update<B>(st[static_cast<std::size_t>(i)], acc.data() + i * Dv, pr, s.data(), j1 - j0, vrows.data(), 1,
-                  rotation);
+        const std::int64_t row = w.r0 + i;
+        const std::int64_t vis = mask == Mask::none ? T : mask == Mask::causal_tl ? row + 1 : row + 1 + T - S;
+        hi[static_cast<std::size_t>(i)] = std::clamp<std::int64_t>(vis, 0, T);
+        hi_max = std::max(hi_max, hi[static_cast<std::size_t>(i)]);
       }
-    }
-    for (std::int64_t i = 0; i < rows; ++i) {
-      const RowState& rs = st[static_cast<std::size_t>(i)];
-      float* oi = o.row(w.b, w.r0 + i, w.h);
-      const float* ai = acc.data() + i * Dv;
-      float row_lse = 0;
-      if (rs.nan) {
-        row_lse = std::numeric_limits<float>::quiet_NaN();
-        for (std::int64_t d = 0; d < Dv; ++d) oi[d * o.sd] = row_lse;
-      } else if (rs.l == 0) {
-        row_lse = kNegInf;
-        for (std::int64_t d = 0; d < Dv; ++d) oi[d * o.sd] = 0.0f;
-      } else {
-        for (std::int64_t d = 0; d < Dv; ++d) oi[d * o.sd] = round_elem(r.out, ai[d] / rs.l);
-        // lse = ln(l) + m * scale, evaluated in double from the float state and rounded once.
-        const double l2 = static_cast<double>(rs.m) * pr.scale_log2 + std::log2(static_cast<double>(rs.l));
-        row_lse = static_cast<float>(B == Bug::lse_log2 ? l2 : l2 * std::numbers::ln2);
+      const std::int64_t nbq = (D + un.q.block - 1) / un.q.block, nbv = (Tk + un.v.block - 1) / un.v.block;
+      for (std::int64_t j0 = 0; j0 < hi_max; j0 += Bc) {
+        for (std::int64_t i = 0; i < rows; ++i) {
+          const std::int64_t j1 = std::min(j0 + Bc, hi[static_cast<std::size_t>(i)]), n = j1 - j0;
+          if (n <= 0) continue;
+          if constexpr (B == Bug::skip_last_kv_tile) {
+            if (j1 == hi[static_cast<std::size_t>(i)] && n < Bc) continue;
+          }
+          const std::int64_t qrow = qslab * Tq + w.r0 + i;
+          const float* qi = un.q.val.data() + qrow * D;
+          for (std::int64_t jj = 0; jj < n; ++jj) {
+            const std::int64_t krow = kslab * Tk + j0 + jj;
+            const float* kj = un.k.val.data() + krow * D;
+            float xv = 0;
+            if (un.q.ival) {
+              std::int32_t s32 = 0;  // exact: |sum| <= D * 128^2 < 2^24 for D <= 1024
+              for (std::int64_t d = 0; d < D; ++d) s32 += static_cast<std::int32_t>(qi[d]) * static_cast<std::int32_t>(kj[d]);
+              xv = static_cast<float>(s32);
+            } else if (un.q.mx) {
+              for (std::int64_t bk = 0; bk < nbq; ++bk) {
+                float part = 0;
+                for (std::int64_t d = bk * un.q.block; d < std::min(D, (bk + 1) * un.q.block); ++d) part = std::fma(qi[d], kj[d], part);
+                const int eq = un.q.bexp[static_cast<std::size_t>(qrow * nbq + bk)];
+                const int ek = un.k.bexp[static_cast<std::size_t>(krow * nbq + bk)];
+                xv = xv + ((eq == kNanExp || ek == kNanExp) ? kNaN : pow2_scaled(part, eq + ek));
+              }
+            } else {
+              for (std::int64_t d = 0; d < D; ++d) xv = std::fma(qi[d], kj[d], xv);
+            }
+            x[static_cast<std::size_t>(jj)] = xv;
+            sc[static_cast<std::size_t>(jj)] = pr.c * (un.q.ts[static_cast<std::size_t>(qrow)] * un.k.ts[static_cast<std::size_t>(krow)]);
+            vrows[static_cast<std::size_t>(jj)] = un.v.val.data() + (kslab * Tk + j0 + jj) * Dv;
+            if (un.v.mx) vexp[static_cast<std::size_t>(jj)] = un.v.bexp.data() + (kslab * nbv + (j0 + jj) / un.v.block) * Dv;
+          }
+          update<B>(st[static_cast<std::size_t>(i)], acc.data() + i * Dv, pr, x.data(), sc.data(), n, vrows.data(),
+                    un.v.mx ? vexp.data() : nullptr, rotation, P.data(), Pc.data(), bs.data());
+        }
       }
-      if (a.lse != nullptr) lse.at(w.b, w.h, w.r0 + i) = row_lse;
+      const float* vs = un.v.cs.data() + kslab * Dv;
+      for (std::int64_t i = 0; i < rows; ++i) {
+        const RowState& rs = st[static_cast<std::size_t>(i)];
+        float* oi = o.row(w.b, w.r0 + i, w.h);
+        const float* ai = acc.data() + i * Dv;
+        float row_lse = kNegInf;
+        if (!rs.started) {
+          for (std::int64_t d = 0; d < Dv; ++d) oi[d * o.sd] = 0.0f;
+        } else {
+          const float rc = r.div == DivisionOp::ieee_rcp ? 1.0f / rs.l : r.div == DivisionOp::rcp_sm90 ? rcp_sm90(rs.l) : 0.0f;
+          for (std::int64_t d = 0; d < Dv; ++d) {
+            float od = 0;
+            if (r.div == DivisionOp::ieee_div) od = (ai[d] / rs.l) * vs[d];
+            else if (r.vscale == VScaleAt::rcp) od = ai[d] * (rc * vs[d]);
+            else od = (ai[d] * rc) * vs[d];
+            oi[d * o.sd] = round_elem(r.out, od);
+          }
+          const double l2 = static_cast<double>(rs.m) + std::log2(static_cast<double>(rs.l));
+          row_lse = static_cast<float>(B == Bug::lse_log2 ? l2 : l2 * kLn2);
+          if (!un.k.km.empty()) {
+            // Smoothing shifted each logit by q_i . km * scale; the LSE gets it back.
+            const float* qr = un.q_raw.data() + (qslab * Tq + w.r0 + i) * D;
+            const float* km = un.k.km.data() + kslab * D;
+            double dot = 0;
+            for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(qr[d]) * static_cast<double>(km[d]);
+            row_lse = row_lse + static_cast<float>(dot * p.scale());
+          }
+        }
+        if (a.lse != nullptr) lse.at(w.b, w.h, w.r0 + i) = row_lse;
+      }
     }
   }
 
@@ -282,7 +387,7 @@ void run_tiled(const Args& a, const Plan& plan) {
     // One element past the output's highest-addressed element, if the buffer has room there
     // (the canary check allocates guard zones; without slack the bug has nowhere to land).
     std::int64_t last = 0;
-    for (int d = 0; d < 4; ++d) last += (a.out.shape()[static_cast<std::size_t>(d)] - 1) * a.out.strides()[static_cast<std::size_t>(d)];
+    for (std::size_t d = 0; d < 4; ++d) last += (a.out.shape()[d] - 1) * a.out.strides()[d];
     float* past = a.out.data<float>() + last + 1;
     const auto* end = reinterpret_cast<const float*>(a.out.storage().data() + a.out.storage().size());
     if (past < end) *past = 1.0f;

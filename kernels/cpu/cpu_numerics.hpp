@@ -13,8 +13,9 @@
 
 namespace attest::kernels::cpu {
 
-/// Tie rule of a rounding to nearest: even last digit (IEEE) or away from zero.
-enum class Tie : std::uint8_t { even, away };
+/// Tie rule of a rounding to nearest: even last digit (IEEE), away from zero, or toward the
+/// smaller magnitude (AITER's native fp4 pack).
+enum class Tie : std::uint8_t { even, away, smaller };
 /// Beyond-range behaviour of a float element cast:
 ///   ieee      ml_dtypes / PyTorch casts: overflow to Inf where the format has one, else to NaN
 ///             where it has one, else saturate (fp6/fp4);
@@ -66,7 +67,7 @@ inline float round_to(const FloatFmt& f, float x, Tie tie = Tie::even, Sat sat =
     const int e = std::max(std::ilogb(a), f.emin);
     const double quantum = std::ldexp(1.0, e - f.man);
     const double units = a / quantum;
-    const double n = tie == Tie::even ? std::nearbyint(units) : std::floor(units + 0.5);
+    const double n = tie == Tie::even ? std::nearbyint(units) : tie == Tie::away ? std::floor(units + 0.5) : std::ceil(units - 0.5);
     r = n * quantum;
   }
   if (r > f.max) {
@@ -109,13 +110,15 @@ inline float from_bits(std::uint32_t u) {
 /// Correctly rounded float exp2: evaluated in long double (x87, 64-bit significand: 40 bits
 /// beyond float's 24, so the float rounding of the long double result is the correct rounding
 /// unless the exact value lies within 2^-63 relative of a float midpoint).
-inline float exp2_cr(float x) { return static_cast<float>(std::exp2(static_cast<long double>(x))); }
+inline float exp2_cr(float x) {
+  if (x >= 128.0f) return std::numeric_limits<float>::infinity();
+  return static_cast<float>(std::exp2(static_cast<long double>(x)));
+}
 
 /// FlashAttention-4 exp2 emulation (FORMATS.md): x clamped to >= -127, split into n = floor(x)
 /// and f = x - n (both exact), a cubic in f by three fmas, and n added to the exponent bits.
 inline float exp2_fa4(float x) {
-  if (std::isnan(x)) return x;
-  x = std::max(x, -127.0f);
+  if (!(x >= -127.0f)) x = -127.0f;  // fmaxf(x, -127): a NaN input becomes -127 too
   const float n = std::floor(x);
   const float f = x - n;
   const float c1 = from_bits(0x3F31F519u), c2 = from_bits(0x3E6906A4u), c3 = from_bits(0x3D9DF09Du);

@@ -124,8 +124,7 @@ Scheme parse_scheme(std::string_view text) {
         s.int_round = pick(std::array<std::pair<std::string_view, IntRound>, 2>{{{"rne", IntRound::rne}, {"half", IntRound::half}}}, val, text, "int8 rounding");
       } else {
         const int r = pick(std::array<std::pair<std::string_view, int>, 3>{{{"rne", 0}, {"away", 1}, {"smaller", 2}}}, val, text, "rounding");
-        s.tie = r == 1 ? Tie::away : Tie::even;
-        s.tie_smaller = r == 2;
+        s.tie = r == 1 ? Tie::away : r == 2 ? Tie::smaller : Tie::even;
       }
     } else if (key == "overflow") {
       s.sat = pick(std::array<std::pair<std::string_view, Sat>, 3>{{{"ieee", Sat::ieee}, {"sat_cuda", Sat::satfinite}, {"sat_hip", Sat::sat_hip}}}, val, text, "overflow");
@@ -149,7 +148,6 @@ Scheme parse_scheme(std::string_view text) {
 }
 
 std::string unsupported_reason(const Scheme& s) {
-  if (s.tie_smaller) return "scheme " + s.head + ": round=smaller is not implemented by the CPU kernels";
   return {};
 }
 

@@ -29,7 +29,6 @@ struct Scheme {
   std::string e8m0 = "floor";   ///< MX scale rule name
   IntRound int_round = IntRound::rne;
   Tie tie = Tie::even;
-  bool tie_smaller = false;     ///< round=smaller (not implemented by the CPU kernels)
   Sat sat = Sat::ieee;
   bool apply_mul = false;       ///< q = x * fl(M / amax) instead of x / s
   bool prescale = false;        ///< Q multiplied by fl(sm_scale * 1.44269504) first

@@ -15,7 +15,8 @@ TEST(Registry, ListsProductionKernelsAndMutants) {
   for (const auto& n : named_recipes())
     EXPECT_NE(reg.find("cpu.tiled." + std::string(n.name)), nullptr) << "no cpu.tiled kernel for recipe " << n.name;
   for (const char* m : {"skip_last_kv_tile", "scale_off_1pct", "no_rescale", "causal_tl_for_br", "gqa_wrong_head",
-                        "lse_log2", "skip_last_q_tile", "oob_write", "contiguous_assumed", "nondeterministic", "ftz_acc"})
+                        "lse_log2", "skip_last_q_tile", "oob_write", "contiguous_assumed", "nondeterministic", "ftz_acc",
+                        "int8_trunc", "smooth_per_token", "p_e5m2", "fp8_v_nosat"})
     EXPECT_NE(reg.find(std::string("mutant.") + m), nullptr) << m;
   std::set<std::string> names;
   for (const auto& k : reg.all()) EXPECT_TRUE(names.insert(k->name()).second) << "duplicate " << k->name();

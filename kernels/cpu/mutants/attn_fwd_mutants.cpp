@@ -6,6 +6,11 @@
 namespace attest::kernels::cpu {
 namespace {
 
+constexpr const char* kSageVDirect =
+    "q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=bf16;"
+    "v=fp8_e4m3fn:per_tensor:scale=none:apply=div;p=fp8_e4m3fn;pscale=offset_8807;div=rcp_sm90;tile_q=64;"
+    "tile_kv=128;out=bf16";
+
 template <Bug B>
 std::unique_ptr<Kernel> mutant(const char* name, const char* recipe) {
   return std::make_unique<TiledKernel<B>>(std::string("mutant.") + name, recipe);
@@ -31,10 +36,20 @@ ATTEST_REGISTER_KERNELS([] {
   v.push_back(mutant<Bug::oob_write>("oob_write", "bf16"));
   // Ignores strides: reads inputs and writes the output as contiguous bshd.
   v.push_back(mutant<Bug::contiguous_assumed>("contiguous_assumed", "bf16"));
-  // P.V summation inside a KV tile starts at a key that rotates with every call.
+  // Row sum and P.V inside a KV tile start at a key that rotates with every call.
   v.push_back(mutant<Bug::nondeterministic>("nondeterministic", "bf16"));
   // The FP32 accumulator is flushed to zero when it becomes subnormal.
   v.push_back(mutant<Bug::ftz_acc>("ftz_acc", "bf16"));
+  // Sage INT8 Q/K converted by truncation toward zero instead of rounding half away.
+  v.push_back(mutant<Bug::int8_trunc>("int8_trunc", "sage_int8_fp8_perblock"));
+  // K smoothed by each token's mean over channels instead of each channel's mean over tokens
+  // (the per-channel shift is exact in softmax; a per-token one is not).
+  v.push_back(mutant<Bug::smooth_per_token>("smooth_per_token", "sage_int8_fp8_perblock"));
+  // P cast to e5m2 instead of the recipe's e4m3 before P.V.
+  v.push_back(mutant<Bug::p_e5m2>("p_e5m2", "sage_int8_fp8_perblock"));
+  // FP8 V cast with IEEE overflow instead of saturation: outliers beyond 448 become NaN. It claims
+  // the Sage recipe with V cast directly (descale 1, saturating), where saturation matters.
+  v.push_back(mutant<Bug::fp8_v_nosat>("fp8_v_nosat", kSageVDirect));
   return v;
 });
 
