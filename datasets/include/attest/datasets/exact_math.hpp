@@ -15,10 +15,12 @@
 #include <cmath>
 #include <cstdint>
 
+#include "attest/core/philox.hpp"  // ATTEST_HD
+
 namespace attest::datasets {
 
 /// Natural logarithm of a finite x > 0 (normal or subnormal). Not defined for x <= 0, inf, NaN.
-inline double poly_log(double x) {
+ATTEST_HD inline double poly_log(double x) {
   constexpr double kLn2Hi = 6.93147180369123816490e-01;  // 0x3fe62e42fee00000: 32 bits, k*hi exact
   constexpr double kLn2Lo = 1.90821492927058770002e-10;  // 0x3dea39ef35793c76
   constexpr double kLg1 = 6.666666666666735130e-01, kLg2 = 3.999999999940941908e-01,
@@ -57,7 +59,7 @@ inline double poly_log(double x) {
 }
 
 /// sin(x) for |x| <= pi/4.
-inline double kernel_sin(double x) {
+ATTEST_HD inline double kernel_sin(double x) {
   constexpr double kS1 = -1.66666666666666324348e-01, kS2 = 8.33333333332248946124e-03,
                    kS3 = -1.98412698298579493134e-04, kS4 = 2.75573137070700676789e-06,
                    kS5 = -2.50507602534068634195e-08, kS6 = 1.58969099521155010221e-10;
@@ -72,7 +74,7 @@ inline double kernel_sin(double x) {
 }
 
 /// cos(x) for |x| <= pi/4.
-inline double kernel_cos(double x) {
+ATTEST_HD inline double kernel_cos(double x) {
   constexpr double kC1 = 4.16666666666666019037e-02, kC2 = -1.38888888888741095749e-03,
                    kC3 = 2.48015872894767294178e-05, kC4 = -2.75573143513906633035e-07,
                    kC5 = 2.08757232129817482790e-09, kC6 = -1.13596475577881948265e-11;
@@ -97,7 +99,7 @@ struct SinCos {
 /// sin(2 pi u) and cos(2 pi u) for finite u with |u| < 2^50 (exact range reduction:
 /// u = q/4 + r with integer q and |r| <= 1/8 exactly, then x = 2 pi r in double-double
 /// precision, so |x| <= pi/4 carries < 1 ulp of error into the kernels).
-inline SinCos poly_sincos_2pi(double u) {
+ATTEST_HD inline SinCos poly_sincos_2pi(double u) {
   constexpr double k2PiHi = 6.28318530717958623200e+00;  // 0x401921fb54442d18
   constexpr double k2PiLo = 2.44929359829470635445e-16;  // 2 pi - k2PiHi
   // Round to nearest even under the default floating-point environment (never changed here).
