@@ -78,14 +78,16 @@ class TiledKernel final : public Kernel {
   std::vector<std::string> configs() const override { return tiled_configs(); }
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
-    if (auto why = plan_unsupported(make_plan(r)); !why.empty()) return Status::unsupported(why);
-    if (r.q.find("int8") != std::string::npos && p.head_dim > 1024)
+    const Plan plan = make_plan(r);
+    if (auto why = plan_unsupported(plan); !why.empty()) return Status::unsupported(why);
+    if (plan.q.kind == Scheme::Kind::int8 && p.head_dim > 1024)
       return Status::unsupported("INT8 logits need head_dim <= 1024 (exact int32 sums)");
-    for (const std::string* sch : {&r.q, &r.k})
-      if (sch->find("rotate=h128") != std::string::npos && p.head_dim != 128)
+    for (const Scheme* s : {&plan.q, &plan.k}) {
+      if ((s->rotate == Scheme::Rotate::h128 || s->rotate == Scheme::Rotate::h128_bf16) && p.head_dim != 128)
         return Status::unsupported("the 128-channel Hadamard rotation needs head_dim 128");
-    if (r.q.find("rotate=h32") != std::string::npos && p.head_dim % 32 != 0)
-      return Status::unsupported("rotate=h32_bf16 needs head_dim % 32 == 0");
+      if (s->rotate == Scheme::Rotate::h32_bf16 && p.head_dim % 32 != 0)
+        return Status::unsupported("rotate=h32_bf16 needs head_dim % 32 == 0");
+    }
     return Status::ok();
   }
   void run(const Args& a) override {

@@ -40,11 +40,6 @@ struct LseView {
   }
 };
 
-inline std::int64_t total_tokens(const Problem& p, bool kv) {
-  if (!p.ragged()) return p.seqlen_q;
-  return kv ? p.cu_seqlens_kv.back() : p.cu_seqlens_q.back();
-}
-
 /// Checks dtype and logical shape; throws attest::Error naming the tensor.
 inline void check_shape(const Tensor& t, const char* what, std::int64_t b, std::int64_t s, std::int64_t h,
                         std::int64_t d) {
