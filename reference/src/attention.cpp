@@ -253,11 +253,9 @@ void online_items(const Problem& p, const Geometry& geo, const Inputs<T>& in, co
         for (std::int64_t r = 0; r < rows; ++r) {
           T* sr = s.data() + r * nc;
           const std::int64_t vis = std::clamp<std::int64_t>(hi[static_cast<std::size_t>(r)] - j0, 0, nc);
+          for (std::int64_t c = 0; c < vis; ++c) sr[c] = in.scale * sr[c];
           T mt = neg_inf<T>();
-          for (std::int64_t c = 0; c < vis; ++c) {
-            sr[c] = in.scale * sr[c];
-            mt = nan_max(mt, sr[c]);
-          }
+          for (std::int64_t c = 0; c < vis; ++c) mt = nan_max(mt, sr[c]);
           T& mr = m[static_cast<std::size_t>(r)];
           const T m_new = nan_max(mr, mt);
           const T shift = m_new == neg_inf<T>() ? T(0) : m_new;
