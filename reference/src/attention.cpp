@@ -255,7 +255,12 @@ void online_items(const Problem& p, const Geometry& geo, const Inputs<T>& in, co
           const std::int64_t vis = std::clamp<std::int64_t>(hi[static_cast<std::size_t>(r)] - j0, 0, nc);
           for (std::int64_t c = 0; c < vis; ++c) sr[c] = in.scale * sr[c];
           T mt = neg_inf<T>();
-          for (std::int64_t c = 0; c < vis; ++c) mt = nan_max(mt, sr[c]);
+          if constexpr (kUseEigen<T>) {
+            // Vectorised NaN-propagating max (the scalar nan_max loop was 5% of the run time).
+            if (vis > 0) mt = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(sr, vis).template maxCoeff<Eigen::PropagateNaN>();
+          } else {
+            for (std::int64_t c = 0; c < vis; ++c) mt = nan_max(mt, sr[c]);
+          }
           T& mr = m[static_cast<std::size_t>(r)];
           const T m_new = nan_max(mr, mt);
           const T shift = m_new == neg_inf<T>() ? T(0) : m_new;
@@ -344,9 +349,12 @@ AttentionResult<T> attention_typed(const Problem& p, const Tensor& q, const Tens
                 std::to_string(tiling.block_cols) + ")");
   Inputs<T> in{pack<T>(q), pack<T>(k), pack<T>(v), {}, T(p.scale())};
   in.v_finite.resize(static_cast<std::size_t>(in.v.heads * in.v.tokens));
-  for (std::size_t r = 0; r < in.v_finite.size(); ++r) {
-    const T* row = in.v.data.data() + static_cast<std::int64_t>(r) * in.v.width;
-    in.v_finite[r] = std::all_of(row, row + in.v.width, [](const T& x) { return is_finite(x); }) ? 1 : 0;
+  const auto v_rows = static_cast<std::int64_t>(in.v_finite.size());
+#pragma omp parallel for schedule(static)
+  for (std::int64_t r = 0; r < v_rows; ++r) {
+    const T* row = in.v.data.data() + r * in.v.width;
+    in.v_finite[static_cast<std::size_t>(r)] =
+        std::all_of(row, row + in.v.width, [](const T& x) { return is_finite(x); }) ? 1 : 0;
   }
 
   const Geometry geo{&p, p.ragged() ? p.cu_seqlens_q.back() : 0};

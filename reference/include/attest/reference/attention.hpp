@@ -61,7 +61,7 @@ using Mp50 = boost::multiprecision::cpp_bin_float_50;
 /// Tile sizes of the online algorithm (they change rounding, so they are part of the result's
 /// identity; the defaults are what `attention` uses).
 struct Tiling {
-  std::int64_t block_rows = 128;  ///< queries per tile
+  std::int64_t block_rows = 256;  ///< queries per tile
   std::int64_t block_cols = 128;  ///< keys per tile
 };
 
