@@ -13,5 +13,8 @@ void add_reference_command(CLI::App& app);  // issue 2: FP64/FP32/multiprecision
 void add_generate_command(CLI::App& app);   // issue 2: deterministic q/k/v inputs as .npy
 void add_codec_command(CLI::App& app);      // issue 3: element format encode / decode (.npy)
 void add_quantize_commands(CLI::App& app);  // issue 3: quantize / dequantize with reference quantizers
+void add_gate_command(CLI::App& app);  // issue 4: gate + qualify; add_run_command: rerun one case; add_list_command
+void add_run_command(CLI::App& app);
+void add_list_command(CLI::App& app);
 
 }  // namespace attest::cli

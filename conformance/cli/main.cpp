@@ -22,6 +22,9 @@ int main(int argc, char** argv) {
   attest::cli::add_reference_command(app);
   attest::cli::add_generate_command(app);
   attest::cli::add_codec_command(app);
+  attest::cli::add_gate_command(app);
+  attest::cli::add_run_command(app);
+  attest::cli::add_list_command(app);
   attest::cli::add_quantize_commands(app);
   try {
     app.parse(argc, argv);

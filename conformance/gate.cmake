@@ -1,0 +1,101 @@
+# The conformance engine (attest_conformance), the gate/run/list/qualify subcommands and their
+# tests. Included from conformance/CMakeLists.txt after the `attest` target exists.
+
+# --- data compiled into the binary: tolerances, profiles, case files ---
+file(GLOB _gate_profiles CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/profiles/*.json)
+file(GLOB _gate_cases CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/datasets/cases/*.cases)
+set(_gate_entries "tolerances.json=${CMAKE_CURRENT_SOURCE_DIR}/tolerances.json")
+foreach(f IN LISTS _gate_profiles)
+  get_filename_component(n ${f} NAME)
+  list(APPEND _gate_entries "profiles/${n}=${f}")
+endforeach()
+foreach(f IN LISTS _gate_cases)
+  get_filename_component(n ${f} NAME)
+  list(APPEND _gate_entries "cases/${n}=${f}")
+endforeach()
+# The suite commit named in qualify reports: the source tree's HEAD at configure time.
+execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} rev-parse --short=12 HEAD
+  OUTPUT_VARIABLE _gate_commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _gate_git_rc)
+if(NOT _gate_git_rc EQUAL 0 OR _gate_commit STREQUAL "")
+  set(_gate_commit "unknown")
+else()
+  execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} diff --quiet HEAD -- . RESULT_VARIABLE _gate_dirty ERROR_QUIET)
+  if(NOT _gate_dirty EQUAL 0)
+    string(APPEND _gate_commit "+dirty")
+  endif()
+endif()
+set(_gate_embedded ${CMAKE_CURRENT_BINARY_DIR}/gate_embedded_data.cpp)
+add_custom_command(OUTPUT ${_gate_embedded}
+  COMMAND ${CMAKE_COMMAND} "-DOUT=${_gate_embedded}" "-DENTRIES=${_gate_entries}" "-DCOMMIT=${_gate_commit}"
+          -P ${CMAKE_CURRENT_SOURCE_DIR}/embed.cmake
+  DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/embed.cmake ${CMAKE_CURRENT_SOURCE_DIR}/tolerances.json ${_gate_profiles} ${_gate_cases}
+  COMMENT "Embedding gate tolerances, profiles and case files"
+  VERBATIM)
+
+file(GLOB _gate_checks CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/checks/check_*.cpp)
+attest_library(attest_conformance
+  SOURCES src/case.cpp src/verdict.cpp src/tolerance.cpp src/context.cpp src/suite.cpp src/gate.cpp
+          src/check_registry.cpp ${_gate_checks} ${_gate_embedded}
+  DEPS attest_core attest_metrics attest_reference attest_datasets attest_kernel_registry
+       nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX)
+target_include_directories(attest_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+if(NOT ATTEST_GPU STREQUAL "none")
+  target_compile_definitions(attest_conformance PRIVATE ATTEST_GPU_BACKEND="${ATTEST_GPU}")
+endif()
+
+# --- CLI: gate, qualify, run, list ---
+target_sources(attest PRIVATE cli/cmd_gate.cpp cli/cmd_run.cpp cli/cmd_list.cpp)
+target_link_libraries(attest PRIVATE attest_conformance attest_kernels)
+if(ATTEST_BUILD_TESTS AND TARGET attest_kernels_mutants)
+  # Test builds carry the mutants, so `attest gate --kernel 'mutant.*'` and repro lines work.
+  target_link_libraries(attest PRIVATE attest_kernels_mutants)
+endif()
+
+# --- tests ---
+if(ATTEST_BUILD_TESTS)
+  # The abstract suite: TEST_P in an OBJECT library (kept whole by the linker), instantiated per
+  # kernel registry x case file by each test program.
+  add_library(attest_conformance_gtest OBJECT tests/conformance_suite.cpp)
+  target_include_directories(attest_conformance_gtest PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/tests)
+  target_link_libraries(attest_conformance_gtest PUBLIC attest_conformance GTest::gtest)
+  attest_target_defaults(attest_conformance_gtest)
+
+  attest_test(conformance_tests
+    SOURCES tests/test_case.cpp tests/test_tolerance.cpp tests/test_suite_files.cpp tests/test_reports.cpp
+            tests/test_checks_fake.cpp
+    DEPS attest_conformance attest_reference Boost::boost
+    LABELS unit)
+  if(TARGET conformance_tests)
+    target_compile_definitions(conformance_tests PRIVATE
+      ATTEST_GATE_GOLDEN="${CMAKE_CURRENT_SOURCE_DIR}/tests/golden")
+  endif()
+
+  # Every registered cpu.* kernel x the smoke case set, through the abstract suite.
+  attest_test(conformance_smoke
+    SOURCES tests/instantiate_smoke.cpp
+    DEPS attest_conformance_gtest attest_kernels
+    LABELS unit conformance)
+
+  if(TARGET attest_kernels_mutants)
+    # Mutation score; false alarms over 50 seeds (slow); the CLI (exit codes, repro lines).
+    attest_test(conformance_mutation
+      SOURCES tests/test_mutation.cpp
+      DEPS attest_conformance attest_kernels attest_kernels_mutants
+      LABELS unit conformance)
+    attest_test(conformance_seeds
+      SOURCES tests/test_mutation.cpp
+      DEPS attest_conformance attest_kernels
+      LABELS slow conformance)
+    if(TARGET conformance_seeds)
+      target_compile_definitions(conformance_seeds PRIVATE ATTEST_SEED_SWEEP)
+    endif()
+    attest_test(conformance_cli
+      SOURCES tests/test_cli.cpp
+      DEPS attest_conformance
+      LABELS unit conformance)
+    if(TARGET conformance_cli)
+      add_dependencies(conformance_cli attest)
+      target_compile_definitions(conformance_cli PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
+    endif()
+  endif()
+endif()

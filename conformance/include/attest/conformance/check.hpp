@@ -1,0 +1,140 @@
+#pragma once
+/// Checks: small named units in one registry (like libvmaf's feature extractors). A check takes
+/// a Context (one kernel, recipe, problem, distribution and seed, with lazily computed inputs,
+/// FP64 reference, recipe emulation and baseline kernel run shared by every check of that
+/// group) and returns an Outcome. Adding a check is one file in src/checks plus one line in
+/// src/check_registry.cpp.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "attest/conformance/case.hpp"
+#include "attest/conformance/tolerance.hpp"
+#include "attest/conformance/verdict.hpp"
+#include "attest/core/tensor.hpp"
+#include "attest/datasets/distributions.hpp"
+#include "attest/kernels/kernel.hpp"
+#include "attest/reference/attention.hpp"
+#include "attest/reference/emulate.hpp"
+
+namespace attest::conformance {
+
+/// Thrown inside a check to end it with a verdict other than passed/failed (invalid input,
+/// an oracle that threw, a kernel that threw).
+class VerdictError : public std::runtime_error {
+ public:
+  VerdictError(Verdict v, const std::string& what) : std::runtime_error(what), verdict(v) {}
+  Verdict verdict;
+};
+
+/// A kernel's result: float32 out [B,S,H,Dv] and lse [B,H,S] (ragged: [1,total_q,H,Dv] and
+/// [1,H,total_q]) in whatever strides the run used; lse is empty when the kernel has none.
+struct KernelOutput {
+  Tensor out, lse;
+};
+
+/// How one kernel call is set up. Every buffer is a fresh allocation.
+struct RunSetup {
+  std::string config;                 ///< one of Kernel::configs(); "" = default
+  std::optional<Layout> layout;       ///< override of the problem's layout (inputs and out)
+  std::int64_t pad = 3;               ///< per-head-row pad used for Layout::strided overrides
+  std::int64_t offset = 0;            ///< elements before the first element of every buffer
+  std::int64_t slack = 0;             ///< elements of guard zone after the last element
+  std::uint32_t fill = 0x7FC0DEADu;   ///< bit pattern prefilled into out, lse and guard zones
+};
+
+/// Builds float32 tensors in `layout` (offset elements in, `slack` after) holding the logical
+/// values of q, k, v; packed_qkv shares one buffer. Throws attest::Error when the layout cannot
+/// hold the problem (packed_qkv needs S == T, equal ragged lengths and D == Dv).
+struct LayoutInputs {
+  Tensor q, k, v;
+};
+LayoutInputs make_inputs(const Problem& p, const datasets::Qkv& logical, Layout layout, std::int64_t pad,
+                         std::int64_t offset, std::int64_t slack);
+/// Output buffers in `layout`, every storage element set to `fill` bits.
+KernelOutput make_outputs(const Problem& p, Layout layout, std::int64_t pad, std::int64_t offset,
+                          std::int64_t slack, std::uint32_t fill, bool with_lse);
+/// Copies logical values (f32, rank <= 4, any strides) from src into dst (same shape).
+void copy_values(const Tensor& src, const Tensor& dst);
+
+struct CheckOptions {
+  int determinism_runs = 5;  ///< reruns compared bitwise with the baseline
+};
+
+/// Shared state of one (kernel, recipe, problem, dist, seed) group. Not thread-safe: one
+/// group is worked on by one thread.
+class Context {
+ public:
+  Context(const Case& c, kernels::Kernel& kernel, const ToleranceTable& tolerances, CheckOptions options = {});
+
+  [[nodiscard]] const Case& the_case() const { return case_; }
+  [[nodiscard]] const Problem& problem() const { return case_.problem; }
+  [[nodiscard]] const Recipe& recipe() const { return case_.recipe; }
+  [[nodiscard]] kernels::Kernel& kernel() const { return kernel_; }
+  [[nodiscard]] const kernels::Capabilities& caps() const { return caps_; }
+  [[nodiscard]] const ToleranceTable& tolerances() const { return tol_; }
+  [[nodiscard]] const CheckOptions& options() const { return opt_; }
+  [[nodiscard]] std::string recipe_label() const;
+  /// kernel.supports(problem, recipe), asked once.
+  const Status& support();
+
+  /// Logical bshd float32 inputs (VerdictError invalid when the distribution cannot fill them).
+  const datasets::Qkv& inputs();
+  /// Inputs for another problem with the same distribution and seed.
+  [[nodiscard]] datasets::Qkv inputs_for(const Problem& p) const;
+  const ref::AttentionOutput& ref64();
+  const ref::EmulatorOutput& emu();
+  const ref::EmulatorOutput& emu_rev();
+  /// Emulation of an arbitrary problem/inputs (VerdictError error when the emulator throws).
+  [[nodiscard]] ref::EmulatorOutput emulate(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                                            bool reverse_kv = false) const;
+  /// The kernel on the case problem, default config and layout, poison-prefilled outputs.
+  const KernelOutput& baseline();
+  /// One kernel call on problem p with inputs `logical` (VerdictError error when it throws).
+  KernelOutput run(const Problem& p, const datasets::Qkv& logical, const RunSetup& setup = {}) const;
+  /// As above but also returns the storage of the output buffers for guard-zone checks.
+  KernelOutput run_on(const Problem& p, const LayoutInputs& in, KernelOutput outputs, const std::string& config) const;
+
+ private:
+  Case case_;
+  kernels::Kernel& kernel_;
+  kernels::Capabilities caps_;
+  const ToleranceTable& tol_;
+  CheckOptions opt_;
+  std::optional<Status> support_;
+  std::optional<datasets::Qkv> inputs_;
+  std::optional<ref::AttentionOutput> ref64_;
+  std::optional<ref::EmulatorOutput> emu_, emu_rev_;
+  std::optional<KernelOutput> baseline_;
+};
+
+class Check {
+ public:
+  virtual ~Check() = default;
+  [[nodiscard]] virtual std::string_view name() const = 0;
+  /// One line: what it proves.
+  [[nodiscard]] virtual std::string_view summary() const = 0;
+  /// False for checks that judge the refusal itself (refusal); the rest are UNSUPPORTED
+  /// whenever the kernel refuses the case.
+  [[nodiscard]] virtual bool needs_support() const { return true; }
+  [[nodiscard]] virtual Outcome run(Context& ctx) const = 0;
+};
+
+/// The registry, in a stable order.
+std::span<const Check* const> all_checks();
+/// nullptr when absent.
+const Check* find_check(std::string_view name);
+/// Checks whose names match a glob or a comma-separated list of globs; throws attest::Error
+/// listing the valid names when nothing matches.
+std::vector<const Check*> match_checks(std::string_view globs);
+
+/// Runs one check in a context: asks support, times it, turns exceptions into verdicts and
+/// fills the result's descriptor fields.
+Result run_check(Context& ctx, const Check& check);
+
+}  // namespace attest::conformance

@@ -1,0 +1,32 @@
+// call_path: every tuning config / call path the kernel lists gives the bits of the default.
+#include "common.hpp"
+
+namespace attest::conformance::checks {
+namespace {
+
+class CallPath final : public Check {
+ public:
+  std::string_view name() const override { return "call_path"; }
+  std::string_view summary() const override { return "each configs() entry gives the default's bits"; }
+  Outcome run(Context& ctx) const override {
+    Outcome o;
+    if (needs_determinism(ctx, o)) return o;
+    const auto configs = ctx.kernel().configs();
+    if (configs.size() < 2) return unsupported("kernel " + ctx.kernel().name() + " has a single call path");
+    const auto& base = ctx.baseline();
+    nlohmann::json fig;
+    fig["configs"] = configs;
+    for (const auto& c : configs) {
+      if (c.empty()) continue;
+      RunSetup s;
+      s.config = c;
+      auto d = output_diff(ctx.run(ctx.problem(), ctx.inputs(), s), base, "config '" + c + "'", fig);
+      if (!d.empty()) return failed(d, fig);
+    }
+    return passed(fig);
+  }
+};
+
+}  // namespace
+std::unique_ptr<Check> make_call_path() { return std::make_unique<CallPath>(); }
+}  // namespace attest::conformance::checks

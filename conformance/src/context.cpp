@@ -1,0 +1,248 @@
+#include <chrono>
+#include <cstring>
+
+#include "attest/conformance/check.hpp"
+#include "attest/core/status.hpp"
+
+namespace attest::conformance {
+namespace {
+
+// Offsets of one logical index in a (rank <= 4) tensor: a plain odometer, because Tensor has
+// no iterator and the conformance buffers are at most a few million elements.
+template <class F>
+void for_each_index(const Shape& shape, F&& f) {
+  const std::int64_t n = shape_numel(shape);
+  Shape idx(shape.size(), 0);
+  for (std::int64_t e = 0; e < n; ++e) {
+    f(idx);
+    for (std::size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+std::int64_t offset_of(const Tensor& t, const Shape& idx) {
+  std::int64_t off = t.offset();
+  for (std::size_t d = 0; d < idx.size(); ++d) off += idx[d] * t.strides()[d];
+  return off;
+}
+
+void fill_bits(const Tensor& t, std::uint32_t bits) {
+  auto s = t.storage();
+  for (std::size_t i = 0; i + 4 <= s.size(); i += 4) std::memcpy(s.data() + i, &bits, 4);
+}
+
+struct Geometry {
+  Shape shape, strides;
+  std::int64_t offset = 0, storage = 0;
+};
+
+// Strides of a logical [B,S,H,D] tensor stored in `layout`; `heads_total`/`head_offset` place it
+// inside a packed [B,S,Htot,D] row.
+Geometry geometry(const Shape& shape, Layout layout, std::int64_t pad, std::int64_t offset, std::int64_t slack,
+                  std::int64_t heads_total, std::int64_t head_offset) {
+  const std::int64_t B = shape[0], S = shape[1], H = shape[2], D = shape[3];
+  Geometry g;
+  g.shape = shape;
+  g.offset = offset;
+  switch (layout) {
+    case Layout::bshd:
+      g.strides = {S * H * D, H * D, D, 1};
+      g.storage = B * S * H * D;
+      break;
+    case Layout::bhsd:
+      g.strides = {H * S * D, D, S * D, 1};
+      g.storage = B * S * H * D;
+      break;
+    case Layout::strided:
+      g.strides = {S * H * (D + pad), H * (D + pad), D + pad, 1};
+      g.storage = B * S * H * (D + pad);
+      break;
+    case Layout::packed_qkv:
+      g.strides = {S * heads_total * D, heads_total * D, D, 1};
+      g.offset += head_offset * D;
+      g.storage = B * S * heads_total * D;
+      break;
+  }
+  g.storage += offset + slack;
+  return g;
+}
+
+Tensor allocate(const Geometry& g, std::uint32_t fill) {
+  Tensor t = Tensor::strided(DType::f32, g.shape, g.strides, g.offset, g.storage);
+  fill_bits(t, fill);
+  return t;
+}
+
+}  // namespace
+
+void copy_values(const Tensor& src, const Tensor& dst) {
+  if (src.shape() != dst.shape())
+    throw Error("copy_values: shapes " + shape_string(src.shape()) + " and " + shape_string(dst.shape()) + " differ");
+  const float* s = reinterpret_cast<const float*>(src.storage().data());
+  float* d = reinterpret_cast<float*>(dst.storage().data());
+  (void)src.data<float>();
+  (void)dst.data<float>();
+  for_each_index(src.shape(), [&](const Shape& idx) { d[offset_of(dst, idx)] = s[offset_of(src, idx)]; });
+}
+
+LayoutInputs make_inputs(const Problem& p, const datasets::Qkv& logical, Layout layout, std::int64_t pad,
+                         std::int64_t offset, std::int64_t slack) {
+  const std::int64_t H = p.heads_q, Hkv = p.heads_kv;
+  if (layout == Layout::packed_qkv) {
+    if (logical.q.dim(1) != logical.k.dim(1) || p.cu_seqlens_q != p.cu_seqlens_kv || p.head_dim != p.head_dim_v)
+      throw Error("layout packed_qkv needs S == T, equal ragged lengths and D == Dv (problem " + to_string(p) + ")");
+  }
+  // packed_qkv: q, k and v are separate buffers with the strides of one [B,S,H+2Hkv,D] row
+  // each (core::Tensor has no sub-view constructor); the kernel sees the packed strides and
+  // head offsets exactly as it would in a shared buffer.
+  const std::int64_t W = H + 2 * Hkv;
+  LayoutInputs in;
+  in.q = allocate(geometry(logical.q.shape(), layout, pad, offset, slack, W, 0), 0);
+  in.k = allocate(geometry(logical.k.shape(), layout, pad, offset, slack, W, H), 0);
+  in.v = allocate(geometry(logical.v.shape(), layout, pad, offset, slack, W, H + Hkv), 0);
+  copy_values(logical.q, in.q);
+  copy_values(logical.k, in.k);
+  copy_values(logical.v, in.v);
+  return in;
+}
+
+KernelOutput make_outputs(const Problem& p, Layout layout, std::int64_t pad, std::int64_t offset, std::int64_t slack,
+                          std::uint32_t fill, bool with_lse) {
+  const std::int64_t B = p.ragged() ? 1 : p.batch;
+  const std::int64_t S = p.ragged() ? p.cu_seqlens_q.back() : p.seqlen_q;
+  const Layout out_layout = layout == Layout::packed_qkv ? Layout::bshd : layout;
+  KernelOutput o;
+  o.out = allocate(geometry({B, S, p.heads_q, p.head_dim_v}, out_layout, pad, offset, slack, p.heads_q, 0), fill);
+  if (with_lse) {
+    const std::int64_t row = S + (layout == Layout::strided ? pad : 0);
+    o.lse = allocate({{B, p.heads_q, S}, {p.heads_q * row, row, 1}, offset, B * p.heads_q * row + offset + slack}, fill);
+  }
+  return o;
+}
+
+Context::Context(const Case& c, kernels::Kernel& kernel, const ToleranceTable& tolerances, CheckOptions options)
+    : case_(c), kernel_(kernel), caps_(kernel.capabilities()), tol_(tolerances), opt_(options) {}
+
+std::string Context::recipe_label() const { return attest::recipe_label(case_.recipe); }
+
+const Status& Context::support() {
+  if (!support_) support_ = kernel_.supports(case_.problem, case_.recipe);
+  return *support_;
+}
+
+datasets::Qkv Context::inputs_for(const Problem& p) const {
+  try {
+    return datasets::generate_qkv(p, case_.dist, case_.seed);
+  } catch (const std::exception& e) {
+    throw VerdictError(Verdict::invalid, std::string("inputs: ") + e.what());
+  }
+}
+
+const datasets::Qkv& Context::inputs() {
+  if (!inputs_) inputs_ = inputs_for(case_.problem);
+  return *inputs_;
+}
+
+const ref::AttentionOutput& Context::ref64() {
+  if (!ref64_) {
+    const auto& in = inputs();
+    try {
+      ref64_ = ref::attention(case_.problem, in.q, in.k, in.v, ref::Precision::fp64);
+    } catch (const std::exception& e) {
+      throw VerdictError(Verdict::error, std::string("FP64 reference: ") + e.what());
+    }
+  }
+  return *ref64_;
+}
+
+ref::EmulatorOutput Context::emulate(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
+                                     bool reverse_kv) const {
+  // A recipe with hardware exp2 has no bitwise model; its budget and floor come from the same
+  // recipe with correctly rounded exp2 (the hardware approximation is then part of what the
+  // tolerance row's alpha/beta must absorb).
+  Recipe r = case_.recipe;
+  if (r.exp2 == Exp2Policy::hw) r.exp2 = Exp2Policy::cr;
+  try {
+    ref::EmulateOptions o;
+    o.reverse_kv = reverse_kv;
+    return ref::emulate(p, r, q, k, v, o);
+  } catch (const std::exception& e) {
+    throw VerdictError(Verdict::error, std::string("emulator: ") + e.what());
+  }
+}
+
+const ref::EmulatorOutput& Context::emu() {
+  if (!emu_) {
+    const auto& in = inputs();
+    emu_ = emulate(case_.problem, in.q, in.k, in.v, false);
+  }
+  return *emu_;
+}
+
+const ref::EmulatorOutput& Context::emu_rev() {
+  if (!emu_rev_) {
+    const auto& in = inputs();
+    emu_rev_ = emulate(case_.problem, in.q, in.k, in.v, true);
+  }
+  return *emu_rev_;
+}
+
+KernelOutput Context::run_on(const Problem& p, const LayoutInputs& in, KernelOutput outputs,
+                             const std::string& config) const {
+  const kernels::Args args{p, case_.recipe, in.q, in.k, in.v, outputs.out, outputs.lse.empty() ? nullptr : &outputs.lse,
+                           config};
+  try {
+    kernel_.run(args);
+  } catch (const std::exception& e) {
+    throw VerdictError(Verdict::error, "kernel " + kernel_.name() + " threw on " + to_string(p) +
+                                           (config.empty() ? "" : " config " + config) + ": " + e.what());
+  }
+  return outputs;
+}
+
+KernelOutput Context::run(const Problem& p, const datasets::Qkv& logical, const RunSetup& s) const {
+  Problem pv = p;
+  if (s.layout) {
+    pv.layout = *s.layout;
+    pv.pad = *s.layout == Layout::strided ? s.pad : 0;
+  }
+  const auto in = make_inputs(pv, logical, pv.layout, pv.pad, s.offset, s.slack);
+  return run_on(pv, in, make_outputs(pv, pv.layout, pv.pad, s.offset, s.slack, s.fill, caps_.lse), s.config);
+}
+
+const KernelOutput& Context::baseline() {
+  if (!baseline_) baseline_ = run(case_.problem, inputs());
+  return *baseline_;
+}
+
+Result run_check(Context& ctx, const Check& check) {
+  Result r;
+  Case c = ctx.the_case();
+  c.check = std::string(check.name());
+  r.descriptor = to_string(c);
+  r.kernel = c.kernel;
+  r.recipe = ctx.recipe_label();
+  r.problem = to_string(c.problem);
+  r.dist = std::string(datasets::distribution_name(c.dist));
+  r.seed = c.seed;
+  r.check = c.check;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    if (check.needs_support() && !ctx.support()) {
+      r.outcome.verdict = Verdict::unsupported;
+      r.outcome.reason = ctx.support().reason();
+    } else {
+      r.outcome = check.run(ctx);
+    }
+  } catch (const VerdictError& e) {
+    r.outcome = Outcome{e.verdict, e.what(), {}};
+  } catch (const std::exception& e) {
+    r.outcome = Outcome{Verdict::error, std::string(check.name()) + ": " + e.what(), {}};
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+}  // namespace attest::conformance

@@ -1,0 +1,18 @@
+#pragma once
+// Data files compiled into the binary at configure time (conformance/CMakeLists.txt), so that a
+// binary copied to a device host needs nothing beside it.
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace attest::conformance::embedded {
+
+/// (name, contents): "tolerances.json", "profiles/<p>.json", "cases/<set>.cases".
+const std::vector<std::pair<std::string_view, std::string_view>>& files();
+/// nullptr-like empty view when absent.
+std::string_view find(std::string_view name);
+/// The git commit of the source tree at configure time ("unknown" outside git), "+dirty" marked.
+std::string_view git_commit();
+
+}  // namespace attest::conformance::embedded

@@ -1,0 +1,494 @@
+#include "attest/conformance/gate.hpp"
+
+#include <omp.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <tuple>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "attest/core/status.hpp"
+#include "attest/kernels/kernel.hpp"
+#include "embedded.hpp"
+
+namespace attest::conformance {
+namespace {
+
+int parse_int(std::string_view s, std::string_view what) {
+  int v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || p != s.data() + s.size())
+    throw Error(std::string(what) + " '" + std::string(s) + "' is not an integer");
+  return v;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string l;
+  if (in) std::getline(in, l);
+  return l;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string l;
+  while (std::getline(in, l))
+    if (l.starts_with("model name")) {
+      const auto c = l.find(':');
+      return c == std::string::npos ? l : l.substr(c + 2);
+    }
+  return "unknown cpu";
+}
+
+kernels::Kernel& kernel_named(const std::string& name) {
+  auto* k = kernels::Registry::instance().find(name);
+  if (!k) {
+    std::string valid;
+    for (const auto& p : kernels::Registry::instance().all()) valid += (valid.empty() ? "" : " ") + p->name();
+    throw Error("kernel '" + name + "' is not registered (registered: " + valid + ")");
+  }
+  return *k;
+}
+
+std::string xml_escape(std::string_view s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      case '\'': o += "&apos;"; break;
+      case '\n': o += "&#10;"; break;
+      default:
+        // XML 1.0 forbids most control characters even escaped.
+        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') o += c;
+    }
+  }
+  return o;
+}
+
+struct Counts {
+  std::map<Verdict, std::size_t> n;
+  std::size_t total = 0;
+  void add(Verdict v) {
+    ++n[v];
+    ++total;
+  }
+  [[nodiscard]] std::size_t of(Verdict v) const {
+    auto it = n.find(v);
+    return it == n.end() ? 0 : it->second;
+  }
+};
+
+constexpr Verdict kAll[] = {Verdict::passed, Verdict::failed, Verdict::unsupported, Verdict::mistrusted, Verdict::error,
+                            Verdict::invalid};
+
+std::string check_order_key(const std::string& check) {
+  int i = 0;
+  for (const Check* c : all_checks()) {
+    if (c->name() == check) return fmt::format("{:02d}", i);
+    ++i;
+  }
+  return "99" + check;
+}
+
+}  // namespace
+
+Shard parse_shard(std::string_view s) {
+  const auto slash = s.find('/');
+  if (slash == std::string_view::npos) throw Error("shard '" + std::string(s) + "' must be i/n");
+  Shard sh{parse_int(s.substr(0, slash), "shard index"), parse_int(s.substr(slash + 1), "shard count")};
+  if (sh.count < 1 || sh.index < 0 || sh.index >= sh.count)
+    throw Error("shard '" + std::string(s) + "': need 0 <= i < n");
+  return sh;
+}
+
+Shard shard_from_environment() {
+  const char* i = std::getenv("GTEST_SHARD_INDEX");
+  const char* n = std::getenv("GTEST_TOTAL_SHARDS");
+  if (!i || !n) return {};
+  return parse_shard(std::string(i) + "/" + n);
+}
+
+int GateReport::exit_code() const {
+  if (!errors.empty()) return 1;
+  for (const auto& r : results)
+    if (!verdict_ok(r.outcome.verdict)) return 1;
+  return 0;
+}
+
+std::string detect_profile() {
+#if defined(ATTEST_GPU_BACKEND)
+  const std::string backend = ATTEST_GPU_BACKEND;
+#else
+  const std::string backend = "none";
+#endif
+  if (backend == "none") return "cpu";
+  if (backend == "cuda") return "sm90";
+  // KFD publishes gfx_target_version as major*10000 + minor*100 + stepping (90402 = gfx942).
+  for (int node = 0; node < 64; ++node) {
+    std::ifstream in("/sys/class/kfd/kfd/topology/nodes/" + std::to_string(node) + "/properties");
+    if (!in) break;
+    for (std::string key, value; in >> key >> value;)
+      if (key == "gfx_target_version") {
+        if (value == "90402") return "gfx942";
+        if (value == "90500") return "gfx950";
+        if (value == "120001") return "gfx1201";
+      }
+  }
+  throw Error("qualify: no gfx942, gfx950 or gfx1201 device found in the KFD topology (pass --profile)");
+}
+
+nlohmann::json suite_info() {
+  nlohmann::json j;
+  j["suite"] = "attest 0.1.0";
+  j["commit"] = std::string(embedded::git_commit());
+  utsname u{};
+  ::uname(&u);
+  j["host"] = std::string(u.nodename);
+  j["cpu"] = cpu_model();
+  j["os"] = std::string(u.sysname) + " " + u.release;
+  if (auto nv = first_line("/proc/driver/nvidia/version"); !nv.empty()) j["nvidia_driver"] = nv;
+  if (auto amd = first_line("/sys/module/amdgpu/version"); !amd.empty()) j["amdgpu_driver"] = amd;
+#if defined(ATTEST_GPU_BACKEND)
+  j["backend"] = ATTEST_GPU_BACKEND;
+#else
+  j["backend"] = "none";
+#endif
+  j["device"] = j["backend"] == "none" ? "cpu: " + cpu_model() : j["backend"].get<std::string>();
+  j["driver"] = j.contains("nvidia_driver") ? j["nvidia_driver"]
+                : j.contains("amdgpu_driver") ? j["amdgpu_driver"] : nlohmann::json(j["os"]);
+  return j;
+}
+
+std::vector<Result> run_cases(const std::vector<Case>& cases, const ToleranceTable& tol, const CheckOptions& copt) {
+  std::vector<Result> out;
+  const int omp_before = omp_get_max_threads();
+  omp_set_num_threads(1);  // small problems: OpenMP teams cost more than they save (see run_gate)
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{omp_before};
+  for (const auto& c : cases) {
+    Context ctx(c, kernel_named(c.kernel), tol, copt);
+    if (c.check.empty()) {
+      for (const Check* ch : all_checks()) out.push_back(run_check(ctx, *ch));
+    } else {
+      const Check* ch = find_check(c.check);
+      if (!ch) (void)match_checks(c.check);  // throws with the valid names
+      for (const Check* m : match_checks(c.check)) out.push_back(run_check(ctx, *m));
+    }
+  }
+  return out;
+}
+
+GateReport run_gate(const GateOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ToleranceTable& tol = opt.tolerances ? *opt.tolerances : ToleranceTable::builtin();
+  GateReport rep;
+  auto ex = expand(opt.cases, opt.profile, opt.selection);
+  rep.errors = ex.errors;
+
+  // Groups share inputs, oracles and the baseline run; they are the unit of sharding and of
+  // parallel work.
+  std::vector<std::vector<Case>> groups;
+  {
+    std::unordered_map<std::string, std::size_t> at;
+    for (auto& c : ex.cases) {
+      const auto key = group_key(c);
+      auto [it, fresh] = at.emplace(key, groups.size());
+      if (fresh) groups.emplace_back();
+      groups[it->second].push_back(std::move(c));
+    }
+  }
+  std::vector<std::vector<Case>> mine;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    if (static_cast<int>(g % static_cast<std::size_t>(opt.shard.count)) == opt.shard.index) mine.push_back(std::move(groups[g]));
+
+  std::unordered_map<std::string, Result> done_before;
+  if (!opt.journal.empty() && opt.resume) {
+    std::ifstream in(opt.journal);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.empty()) continue;
+      try {
+        auto r = result_from_json(nlohmann::json::parse(line));
+        done_before[r.descriptor] = std::move(r);
+      } catch (const std::exception&) {
+        // A line cut short by a crash: that case runs again.
+      }
+    }
+  }
+  std::FILE* journal = nullptr;
+  if (!opt.journal.empty()) {
+    if (opt.journal.has_parent_path()) std::filesystem::create_directories(opt.journal.parent_path());
+    journal = std::fopen(opt.journal.c_str(), opt.resume ? "a" : "w");
+    if (!journal) throw Error("journal '" + opt.journal.string() + "': cannot be opened for writing");
+  }
+
+  std::vector<std::size_t> first_index(mine.size() + 1, 0);
+  for (std::size_t g = 0; g < mine.size(); ++g) first_index[g + 1] = first_index[g] + mine[g].size();
+  const std::size_t total = first_index.back();
+  rep.results.resize(total);
+  std::vector<bool> filled(total, false);
+  std::mutex mu;
+  std::size_t done = 0;
+  auto finish = [&](std::size_t pos, Result r, bool resumed) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (journal && !resumed) {
+      const auto line = to_json(r).dump() + "\n";
+      std::fputs(line.c_str(), journal);
+      std::fflush(journal);
+    }
+    rep.results[pos] = std::move(r);
+    filled[pos] = true;
+    ++done;
+    rep.resumed += resumed;
+    if (opt.on_result) opt.on_result(rep.results[pos], done, total);
+  };
+
+  std::atomic<std::size_t> next{0};
+  std::exception_ptr failure;
+  auto worker = [&] {
+    // Parallel across groups, never inside them: conformance problems are small, and OpenMP
+    // teams on a loaded 2-core host spin far longer than the work takes (measured: 5x the CPU
+    // time on the smoke set).
+    const int omp_before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    try {
+      for (std::size_t g; (g = next++) < mine.size();) {
+        std::optional<Context> ctx;
+        for (std::size_t i = 0; i < mine[g].size(); ++i) {
+          const Case& c = mine[g][i];
+          const auto desc = to_string(c);
+          if (auto it = done_before.find(desc); it != done_before.end()) {
+            finish(first_index[g] + i, it->second, true);
+            continue;
+          }
+          if (!ctx) ctx.emplace(c, kernel_named(c.kernel), tol, opt.check);
+          finish(first_index[g] + i, run_check(*ctx, *find_check(c.check)), false);
+        }
+      }
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mu);
+      if (!failure) failure = std::current_exception();
+    }
+    omp_set_num_threads(omp_before);
+  };
+  const int jobs = std::max(1, std::min<int>(opt.jobs, static_cast<int>(std::max<std::size_t>(1, mine.size()))));
+  if (jobs == 1) {
+    worker();
+  } else {
+    std::vector<std::thread> pool;
+    for (int i = 0; i < jobs; ++i) pool.emplace_back(worker);
+    for (auto& t : pool) t.join();
+  }
+  if (journal) std::fclose(journal);
+  if (failure) std::rethrow_exception(failure);
+
+  rep.meta = suite_info();
+  rep.meta["profile"] = opt.profile.name;
+  rep.meta["fp8"] = opt.profile.fp8;
+  rep.meta["mx"] = opt.profile.mx;
+  rep.meta["cases"] = opt.cases.name;
+  rep.meta["shard"] = fmt::format("{}/{}", opt.shard.index, opt.shard.count);
+  rep.meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
+  rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return rep;
+}
+
+std::string summary_table(const GateReport& r) {
+  std::map<std::tuple<std::string, std::string, std::string>, Counts> rows;
+  Counts all;
+  for (const auto& res : r.results) {
+    rows[{res.kernel, res.recipe, check_order_key(res.check) + res.check}].add(res.outcome.verdict);
+    all.add(res.outcome.verdict);
+  }
+  std::size_t wk = 6, wr = 6, wc = 5;
+  for (const auto& [k, c] : rows) {
+    wk = std::max(wk, std::get<0>(k).size());
+    wr = std::max(wr, std::get<1>(k).size());
+    wc = std::max(wc, std::get<2>(k).size() - 2);
+  }
+  wr = std::min<std::size_t>(wr, 40);
+  std::string s = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>6} {:>6} {:>11} {:>10} {:>5} {:>7}\n", "kernel", wk, "recipe", wr,
+                              "check", wc, "passed", "failed", "unsupported", "mistrusted", "error", "invalid");
+  for (const auto& [k, c] : rows) {
+    std::string rec = std::get<1>(k);
+    if (rec.size() > wr) rec = rec.substr(0, wr - 3) + "...";
+    s += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>6} {:>6} {:>11} {:>10} {:>5} {:>7}\n", std::get<0>(k), wk, rec, wr,
+                     std::get<2>(k).substr(2), wc, c.of(Verdict::passed), c.of(Verdict::failed), c.of(Verdict::unsupported),
+                     c.of(Verdict::mistrusted), c.of(Verdict::error), c.of(Verdict::invalid));
+  }
+  s += fmt::format("total {} cases: {} passed, {} failed, {} unsupported, {} mistrusted, {} error, {} invalid", all.total,
+                   all.of(Verdict::passed), all.of(Verdict::failed), all.of(Verdict::unsupported),
+                   all.of(Verdict::mistrusted), all.of(Verdict::error), all.of(Verdict::invalid));
+  if (r.resumed) s += fmt::format(" ({} resumed from the journal)", r.resumed);
+  s += "\n";
+  for (const auto& e : r.errors) s += "setup error: " + e + "\n";
+  return s;
+}
+
+std::string markdown_report(const GateReport& r) {
+  Counts all;
+  std::vector<std::string> checks;
+  std::map<std::pair<std::string, std::string>, std::map<std::string, Counts>> matrix;
+  for (const auto& res : r.results) {
+    all.add(res.outcome.verdict);
+    matrix[{res.kernel, res.recipe}][res.check].add(res.outcome.verdict);
+    if (std::find(checks.begin(), checks.end(), res.check) == checks.end()) checks.push_back(res.check);
+  }
+  std::sort(checks.begin(), checks.end(),
+            [](const std::string& a, const std::string& b) { return check_order_key(a) + a < check_order_key(b) + b; });
+  const bool ok = r.exit_code() == 0;
+  auto meta = [&](const char* k) { return r.meta.contains(k) ? r.meta[k].get<std::string>() : std::string("?"); };
+  std::string s = fmt::format("## attest gate: {}\n\n", ok ? "PASSED" : "FAILED");
+  s += fmt::format("Profile `{}`, cases `{}`, shard {}, suite `{}`, device {}.\n\n", meta("profile"), meta("cases"),
+                   meta("shard"), meta("commit"), meta("device"));
+  s += "| verdict | cases |\n|---|---:|\n";
+  for (Verdict v : kAll) s += fmt::format("| {} | {} |\n", verdict_name(v), all.of(v));
+  s += fmt::format("| **total** | **{}** |\n", all.total);
+  if (!r.errors.empty()) {
+    s += "\n**Setup errors**\n\n";
+    for (const auto& e : r.errors) s += "- " + e + "\n";
+  }
+  if (!matrix.empty()) {
+    s += "\n| kernel | recipe |";
+    for (const auto& c : checks) s += " " + c + " |";
+    s += "\n|---|---|";
+    for (std::size_t i = 0; i < checks.size(); ++i) s += "---|";
+    s += "\n";
+    for (const auto& [kr, per] : matrix) {
+      s += fmt::format("| `{}` | `{}` |", kr.first, kr.second);
+      for (const auto& c : checks) {
+        auto it = per.find(c);
+        if (it == per.end()) {
+          s += " |";
+          continue;
+        }
+        const Counts& n = it->second;
+        const std::size_t bad = n.total - n.of(Verdict::passed) - n.of(Verdict::unsupported);
+        if (bad > 0) s += fmt::format(" **{}/{} not passed** |", bad, n.total);
+        else if (n.of(Verdict::passed) == 0) s += " n/a |";
+        else s += fmt::format(" {}/{} |", n.of(Verdict::passed), n.total);
+      }
+      s += "\n";
+    }
+  }
+  std::size_t shown = 0, bad_total = 0;
+  std::string failures;
+  for (const auto& res : r.results) {
+    if (verdict_ok(res.outcome.verdict)) continue;
+    ++bad_total;
+    if (shown++ >= 50) continue;
+    failures += fmt::format("- **{}** `{}` `{}` {}: {}\n  ```\n  attest run '{}'\n  ```\n", verdict_name(res.outcome.verdict),
+                            res.kernel, res.recipe, res.check, res.outcome.reason, res.descriptor);
+  }
+  if (bad_total) {
+    s += fmt::format("\n### Not passed ({})\n\n", bad_total) + failures;
+    if (bad_total > 50) s += fmt::format("\n... and {} more (see the JSONL journal).\n", bad_total - 50);
+  }
+  return s;
+}
+
+std::string junit_report(const GateReport& r) {
+  std::map<std::string, std::vector<const Result*>> suites;
+  Counts all;
+  double total_time = 0;
+  for (const auto& res : r.results) {
+    suites[res.kernel + " " + res.recipe].push_back(&res);
+    all.add(res.outcome.verdict);
+    total_time += res.seconds;
+  }
+  const std::size_t failures = all.of(Verdict::failed) + all.of(Verdict::mistrusted);
+  const std::size_t errors = all.of(Verdict::error) + all.of(Verdict::invalid) + r.errors.size();
+  std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+  s += fmt::format("<testsuites name=\"attest gate\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                   all.total + r.errors.size(), failures, errors, all.of(Verdict::unsupported), total_time);
+  if (!r.errors.empty()) {
+    s += fmt::format("  <testsuite name=\"setup\" tests=\"{}\" failures=\"0\" errors=\"{}\" skipped=\"0\" time=\"0.000\">\n",
+                     r.errors.size(), r.errors.size());
+    for (std::size_t i = 0; i < r.errors.size(); ++i)
+      s += fmt::format("    <testcase classname=\"setup\" name=\"setup error {}\" time=\"0.000\">\n"
+                       "      <error message=\"{}\" type=\"setup\"/>\n    </testcase>\n",
+                       i + 1, xml_escape(r.errors[i]));
+    s += "  </testsuite>\n";
+  }
+  for (const auto& [name, list] : suites) {
+    Counts c;
+    double t = 0;
+    for (const auto* res : list) c.add(res->outcome.verdict), t += res->seconds;
+    s += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                     xml_escape(name), c.total, c.of(Verdict::failed) + c.of(Verdict::mistrusted),
+                     c.of(Verdict::error) + c.of(Verdict::invalid), c.of(Verdict::unsupported), t);
+    for (const auto* res : list) {
+      const auto& o = res->outcome;
+      s += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml_escape(res->kernel + "." + res->check),
+                       xml_escape(res->descriptor), res->seconds);
+      const std::string repro = "attest run '" + res->descriptor + "'";
+      switch (o.verdict) {
+        case Verdict::passed: s += "/>\n"; continue;
+        case Verdict::unsupported:
+          s += fmt::format(">\n      <skipped message=\"{}\"/>\n", xml_escape(o.reason));
+          break;
+        case Verdict::failed:
+        case Verdict::mistrusted:
+          s += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escape(o.reason),
+                           verdict_name(o.verdict), xml_escape(repro));
+          break;
+        case Verdict::error:
+        case Verdict::invalid:
+          s += fmt::format(">\n      <error message=\"{}\" type=\"{}\">{}</error>\n", xml_escape(o.reason),
+                           verdict_name(o.verdict), xml_escape(repro));
+          break;
+      }
+      s += "    </testcase>\n";
+    }
+    s += "  </testsuite>\n";
+  }
+  s += "</testsuites>\n";
+  return s;
+}
+
+nlohmann::json json_report(const GateReport& r) {
+  nlohmann::json j;
+  j["meta"] = r.meta;
+  j["exit_code"] = r.exit_code();
+  j["seconds"] = r.seconds;
+  j["errors"] = r.errors;
+  Counts all;
+  for (const auto& res : r.results) all.add(res.outcome.verdict);
+  for (Verdict v : kAll) j["counts"][std::string(verdict_name(v))] = all.of(v);
+  j["counts"]["total"] = all.total;
+  j["resumed"] = r.resumed;
+  auto& rs = j["results"] = nlohmann::json::array();
+  for (const auto& res : r.results) rs.push_back(to_json(res));
+  return j;
+}
+
+std::string dump_result(const Result& r) {
+  std::string s = fmt::format("{:<11} {}  ({:.3f} s)\n", verdict_name(r.outcome.verdict), r.check, r.seconds);
+  if (!r.outcome.reason.empty()) s += "  reason: " + r.outcome.reason + "\n";
+  if (!r.outcome.figures.is_null() && !r.outcome.figures.empty()) {
+    std::istringstream in(r.outcome.figures.dump(2));
+    for (std::string line; std::getline(in, line);) s += "  " + line + "\n";
+  }
+  if (!verdict_ok(r.outcome.verdict)) s += "  repro: attest run '" + r.descriptor + "'\n";
+  return s;
+}
+
+}  // namespace attest::conformance
