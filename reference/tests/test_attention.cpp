@@ -302,8 +302,9 @@ TEST(ReferenceAttention, Fp32WithinRoundingBoundOfFp64) {
 // Varlen: each batch element of a ragged problem is computed exactly as if it were alone (row
 // blocks restart at each element's row 0), so the bits match separate runs.
 TEST(ReferenceAttention, RaggedBatchEqualsSeparateRunsBitwise) {
-  const std::vector<std::int64_t> lq{37, 150, 0, 1}, lk{50, 140, 9, 300};
-  Problem p = make_problem(4, 2, 1, 150, 300, 16, 8, Mask::causal_br);
+  // Element 1 spans two default row blocks (256 + 44) and has fully-masked rows (S > T).
+  const std::vector<std::int64_t> lq{37, 300, 0, 1}, lk{50, 140, 9, 300};
+  Problem p = make_problem(4, 2, 1, 300, 300, 16, 8, Mask::causal_br);
   p.cu_seqlens_q = {0};
   p.cu_seqlens_kv = {0};
   for (std::size_t b = 0; b < lq.size(); ++b) {
