@@ -8,8 +8,8 @@
 ///   s_j = fl(scale * fl(dot(q_i, k_j)))          logits, dot accumulated in T
 ///   m   = max_j s_j,  p_j = exp(s_j - m),  l = sum_j p_j
 ///   out = (sum_j p_j v_j) / l,  lse = m + log(l)   (natural log)
-/// Every operation rounds to T; inputs (f32 or f64) are converted to T first (exact for double
-/// and mp50; f64 inputs are rounded to float for the fp32 precision). Masked keys take no part in
+/// Every operation rounds to T; inputs (f32 or f64) and the scale are converted to T first (exact
+/// for double and mp50; f64 inputs and the scale are rounded to float for the fp32 precision). Masked keys take no part in
 /// any operation (their K and V values, NaN included, never reach the arithmetic).
 ///
 /// Special values:
