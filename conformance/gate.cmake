@@ -70,29 +70,31 @@ if(ATTEST_BUILD_TESTS)
       ATTEST_GATE_GOLDEN="${CMAKE_CURRENT_SOURCE_DIR}/tests/golden")
   endif()
 
-  # Every registered cpu.* kernel x the smoke case set, through the abstract suite.
+  # Every registered cpu.* kernel x the smoke case set, through the abstract suite: one test
+  # process per group (~190, ~25 s). Labelled slow so the ASan pass skips it: scripts/run runs
+  # the same cases through `attest gate`, and conformance_mutation runs the engine under ASan.
   attest_test(conformance_smoke
     SOURCES tests/instantiate_smoke.cpp
     DEPS attest_conformance_gtest attest_kernels
-    LABELS unit conformance)
+    LABELS slow)
 
   if(TARGET attest_kernels_mutants)
     # Mutation score; false alarms over 50 seeds (slow); the CLI (exit codes, repro lines).
     attest_test(conformance_mutation
       SOURCES tests/test_mutation.cpp
       DEPS attest_conformance attest_kernels attest_kernels_mutants
-      LABELS unit conformance)
+      LABELS unit)
     attest_test(conformance_seeds
       SOURCES tests/test_mutation.cpp
       DEPS attest_conformance attest_kernels
-      LABELS slow conformance)
+      LABELS slow)
     if(TARGET conformance_seeds)
       target_compile_definitions(conformance_seeds PRIVATE ATTEST_SEED_SWEEP)
     endif()
     attest_test(conformance_cli
       SOURCES tests/test_cli.cpp
       DEPS attest_conformance
-      LABELS unit conformance)
+      LABELS unit)
     if(TARGET conformance_cli)
       add_dependencies(conformance_cli attest)
       target_compile_definitions(conformance_cli PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")

@@ -248,9 +248,9 @@ GateReport run_gate(const GateOptions& opt) {
   std::mutex mu;
   std::size_t done = 0;
   auto finish = [&](std::size_t pos, Result r, bool resumed) {
+    const std::string line = journal && !resumed ? to_json(r).dump() + "\n" : std::string();  // outside the lock
     std::lock_guard<std::mutex> lock(mu);
-    if (journal && !resumed) {
-      const auto line = to_json(r).dump() + "\n";
+    if (!line.empty()) {
       std::fputs(line.c_str(), journal);
       std::fflush(journal);
     }
