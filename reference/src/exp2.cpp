@@ -102,10 +102,11 @@ float exp2_fa4(float x) {
   // FORMATS.md "FA4 exp2 emulation", step by step. fmaxf semantics: a NaN input yields -127.
   if (!(x >= -127.0f)) x = -127.0f;
   // xr = x + 1.5 * 2^23 rounded toward -inf. In [2^23, 2^24) floats are the integers, so the
-  // directed rounding is floor() of the exact sum (exact in double).
-  const float xr = static_cast<float>(std::floor(static_cast<double>(x) + 12582912.0));
+  // directed rounding is 1.5 * 2^23 + floor(x). floor(x) is taken first: forming the sum in
+  // double would round a tiny negative x (|x| < 2^-29) up to 1.5 * 2^23 before the floor.
+  const float xr = 12582912.0f + std::floor(x);  // exact: an integer in [2^23, 2^24)
   const float n = xr - 12582912.0f;  // exact (Sterbenz)
-  const float f = x - n;             // exact: x and n share the ulp of x, f in [0, 1)
+  const float f = x - n;  // the kernel's float subtract: exact except tiny negative x (f rounds to 1)
   constexpr float c1 = std::bit_cast<float>(0x3F31F519u);
   constexpr float c2 = std::bit_cast<float>(0x3E6906A4u);
   constexpr float c3 = std::bit_cast<float>(0x3D9DF09Du);

@@ -94,6 +94,11 @@ TEST(Exp2Fa4, EqualsTheFormulaOnHandPickedValues) {
   EXPECT_EQ(bits(exp2_fa4(-200.0f)), 0u);
   EXPECT_EQ(bits(exp2_fa4(-std::numeric_limits<float>::infinity())), 0u);
   EXPECT_EQ(bits(exp2_fa4(std::numeric_limits<float>::quiet_NaN())), 0u);  // fmaxf drops the NaN
+  // Tiny negative x: x + 1.5 * 2^23 rounded toward -inf is 1.5 * 2^23 - 1, so n = -1 and
+  // f = RN(x + 1) = 1 (regression: an earlier version rounded the sum to nearest first, giving 1.0).
+  for (float x : {-0x1p-40f, -0x1.ffff42p-31f, -0x1p-30f, -std::numeric_limits<float>::denorm_min()})
+    EXPECT_EQ(exp2_fa4(x), fa4_by_hand(1.0f) * 0.5f) << x;
+  EXPECT_EQ(exp2_fa4(-0.0f), 1.0f);  // floor(-0) = -0: n = 0
 }
 
 TEST(Exp2Fa4, RelativeErrorWithinTheDocumentedBound) {
