@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "attest/core/status.hpp"
+#include "byte_source.hpp"
 
 namespace attest::datasets {
 namespace {
@@ -25,8 +26,8 @@ constexpr std::array<std::pair<DType, std::string_view>, 10> kDescrs{{
     {DType::i16, "i2"}, {DType::u16, "u2"}, {DType::i32, "i4"}, {DType::i64, "i8"}, {DType::b8, "b1"},
 }};
 
-[[noreturn]] void fail(const std::filesystem::path& path, const std::string& defect) {
-  throw Error(path.string() + ": " + defect);
+[[noreturn]] void fail(const std::string& name, const std::string& defect) {
+  throw Error(name + ": " + defect);
 }
 
 // Maps a descr string to a dtype. Multi-byte types must be little-endian ('<'); single-byte
@@ -53,7 +54,7 @@ struct Header {
 // 'fortran_order' (True/False) and 'shape' (a tuple of non-negative integers).
 class HeaderParser {
  public:
-  HeaderParser(const std::filesystem::path& path, std::string_view text) : path_(path), s_(text) {}
+  HeaderParser(const std::string& name, std::string_view text) : path_(name), s_(text) {}
 
   Header parse() {
     Header h;
@@ -164,7 +165,7 @@ class HeaderParser {
     return shape;
   }
 
-  const std::filesystem::path& path_;
+  const std::string& path_;
   std::string_view s_;
   std::size_t i_ = 0;
 };
@@ -175,19 +176,15 @@ std::uint64_t le(const unsigned char* p, int n) {
   return v;
 }
 
-}  // namespace
-
-Tensor read_npy(const std::filesystem::path& path) {
-  std::error_code ec;
-  const std::uintmax_t file_size = std::filesystem::file_size(path, ec);
-  if (ec) fail(path, "cannot read: " + ec.message());
-  std::ifstream f(path, std::ios::binary);
-  if (!f) fail(path, "cannot open for reading");
+// Every read goes through `src`, whose size is the real file size: nothing sized by the header
+// is allocated before the header and the data size have been checked against it.
+Tensor read_npy_from(detail::ByteSource& src) {
+  const std::string& path = src.name();
+  const std::uintmax_t file_size = src.size();
 
   std::array<unsigned char, 12> pre{};
   const auto pre_len = static_cast<std::size_t>(std::min<std::uintmax_t>(file_size, pre.size()));
-  f.read(reinterpret_cast<char*>(pre.data()), static_cast<std::streamsize>(pre_len));
-  if (!f) fail(path, "read error in the npy prefix");
+  src.read(0, pre_len, pre.data(), "the npy prefix");
   if (pre_len < 10 || std::memcmp(pre.data(), "\x93NUMPY", 6) != 0) fail(path, "not an npy file (bad magic)");
   const int major = pre[6], minor = pre[7];
   if ((major != 1 && major != 2 && major != 3) || minor != 0)
@@ -200,11 +197,8 @@ Tensor read_npy(const std::filesystem::path& path) {
                    std::to_string(file_size) + " bytes)");
 
   std::string header_text(static_cast<std::size_t>(header_len), '\0');
-  f.seekg(static_cast<std::streamoff>(prefix));
-  f.read(header_text.data(), static_cast<std::streamsize>(header_len));
-  if (!f) fail(path, "read error in the npy header");
+  src.read(prefix, static_cast<std::size_t>(header_len), header_text.data(), "the npy header");
   const Header h = HeaderParser(path, header_text).parse();
-
   const auto dtype = dtype_of_descr(h.descr);
   if (!dtype) {
     std::string valid;
@@ -231,8 +225,7 @@ Tensor read_npy(const std::filesystem::path& path) {
   Shape storage_shape = h.shape;
   if (h.fortran_order) std::reverse(storage_shape.begin(), storage_shape.end());
   Tensor t(*dtype, storage_shape);
-  f.read(reinterpret_cast<char*>(t.raw()), static_cast<std::streamsize>(bytes));
-  if (!f) fail(path, "read error in the npy data");
+  src.read(prefix + header_len, static_cast<std::size_t>(bytes), t.raw(), "the npy data");
   if (*dtype == DType::b8) {
     const auto* p = reinterpret_cast<const unsigned char*>(t.raw());
     for (std::uintmax_t i = 0; i < bytes; ++i)
@@ -244,6 +237,18 @@ Tensor read_npy(const std::filesystem::path& path) {
     return t.permute(perm);
   }
   return t;
+}
+
+}  // namespace
+
+Tensor read_npy(const std::filesystem::path& path) {
+  detail::FileSource src(path);
+  return read_npy_from(src);
+}
+
+Tensor decode_npy(std::span<const std::byte> bytes, const std::string& name) {
+  detail::MemorySource src(bytes, name);
+  return read_npy_from(src);
 }
 
 std::string encode_npy(const Tensor& t) {

@@ -17,7 +17,9 @@
 /// fortran_order True is read without a copy as a permuted (column-major) view: the result has
 /// the file's shape and Fortran strides, so `is_contiguous()` is false for rank >= 2 with more
 /// than one element per dim; call `.contiguous()` if C order is needed.
+#include <cstddef>
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "attest/core/output_files.hpp"
@@ -27,6 +29,8 @@ namespace attest::datasets {
 
 /// Reads an .npy file; throws attest::Error "FILE: defect" on any malformation.
 attest::Tensor read_npy(const std::filesystem::path& path);
+/// The same parser on bytes in memory (fuzz targets, tests); `name` stands for FILE in errors.
+attest::Tensor decode_npy(std::span<const std::byte> bytes, const std::string& name);
 
 /// NPY bytes of `t` (C order; a strided input is made contiguous first). Throws attest::Error
 /// for dtypes without an npy descr (bf16, fp8).
