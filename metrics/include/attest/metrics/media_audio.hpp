@@ -25,8 +25,9 @@ Audio read_audio(const std::filesystem::path& path);
 void write_audio_wav16(const std::filesystem::path& path, const Audio& audio);
 
 /// Figures of a test signal p against a target t (torchmetrics' conventions):
-/// snr    = 10 log10(sum t^2 / (sum (t - p)^2 + eps))  (+inf when equal and eps = 0),
-/// si_sdr = with alpha = <p, t> / <t, t>: 10 log10(|alpha t|^2 / |alpha t - p|^2) (no mean removal),
+/// snr    = 10 log10((sum t^2 + eps) / (sum (t - p)^2 + eps))  (+inf when equal and eps = 0),
+/// si_sdr = with alpha = (<p, t> + eps) / (<t, t> + eps):
+///          10 log10((|alpha t|^2 + eps) / (|alpha t - p|^2 + eps)) (zero_mean=False),
 /// cosine = <p, t> / (|p| |t|) (1 when both are zero, 0 when one is),
 /// rms and peak of each signal.
 struct SignalComparison {
