@@ -1,0 +1,342 @@
+// Device quantizers (attest/kernels/gpu/quantize.hpp). The scalar arithmetic is quantize_math.hpp,
+// shared with a CPU test; this file only schedules it:
+//   1. smoothing mean (one thread per (slab, channel): sum in double in token order, as the
+//      reference), then pre-transforms (smoothing, rotation, prescale) into a contiguous
+//      workspace copy, only when the scheme has any;
+//   2a. token-local groups (per_block, per_warp, per_thread, per_token, mx, casts): one block per
+//      group row span does amax (shared atomicMax on |x| bits), scales and codes in one kernel; the
+//      second read of the span hits L1/L2;
+//   2b. groups spanning the tensor (per_tensor, per_channel): amax kernel (block partial maxima,
+//      one global atomicMax each), a scales kernel, then an elementwise codes kernel.
+// The amax is a max over |x| bits (NaN above everything), so its result does not depend on the
+// order of the atomics: the outputs are deterministic and equal to the reference's.
+#include "attest/kernels/gpu/quantize.hpp"
+
+#include <string>
+
+#include "runtime.hpp"
+
+namespace attest::gpu {
+namespace {
+
+using i64 = std::int64_t;
+using namespace qm;
+
+constexpr int kThreads = 256;
+
+/// Source of prepared values: x with its strides, or the contiguous workspace copy.
+struct Src {
+  const float* p;
+  i64 lead1, s0, s1, st, sc;
+  __device__ float at(i64 slab, i64 t, i64 c) const {
+    return p[(slab / lead1) * s0 + (slab % lead1) * s1 + t * st + c * sc];
+  }
+};
+
+__device__ inline void store_code(void* codes, bool wide, i64 o, std::uint32_t code) {
+  if (wide) static_cast<std::uint16_t*>(codes)[o] = static_cast<std::uint16_t>(code);
+  else static_cast<std::uint8_t*>(codes)[o] = static_cast<std::uint8_t>(code);
+}
+__device__ inline void store_scale(void* scales, bool mx, i64 k, std::uint32_t stored) {
+  if (mx) static_cast<std::uint8_t*>(scales)[k] = static_cast<std::uint8_t>(stored);
+  else static_cast<std::uint32_t*>(scales)[k] = stored;
+}
+
+// ---- 1. smoothing mean and pre-transforms ----
+
+__global__ void mean_kernel(Src x, i64 n, i64 T, i64 C, Smooth sm, const float* mean_in, float* km) {
+  const i64 id = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= n * C) return;
+  const i64 slab = id / C, c = id % C;
+  if (mean_in != nullptr) {
+    km[id] = mean_in[id];
+    return;
+  }
+  double acc = 0.0;  // token order, as the reference
+  for (i64 t = 0; t < T; ++t) acc += static_cast<double>(x.at(slab, t, c));
+  float m = T > 0 ? static_cast<float>(acc / static_cast<double>(T)) : 0.0f;
+  if (sm == Smooth::bf16) m = round_bf16(m);
+  km[id] = m;
+}
+
+// One thread per (slab, token, piece): a piece is the whole row (h128: 128 channels), one
+// 32-channel block (h32_bf16) or one element (no rotation).
+__global__ void prepare_kernel(Src x, i64 n, i64 T, i64 C, Scheme s, float factor, const float* km, float* w) {
+  const i64 piece = s.rotate == Rotate::none ? 1 : s.rotate == Rotate::h32_bf16 ? 32 : C;
+  const i64 per_row = C / piece;
+  const i64 id = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (id >= n * T * per_row) return;
+  const i64 row = id / per_row, c0 = (id % per_row) * piece;
+  const i64 slab = row / T, t = row % T;
+  float buf[128];
+  for (i64 j = 0; j < piece; ++j) {
+    float v = x.at(slab, t, c0 + j);
+    if (s.smooth != Smooth::none) v = smooth_value(v, km[slab * C + c0 + j], s.smooth);
+    buf[j] = v;
+  }
+  rotate_prescale_row(buf, piece, s, factor);
+  for (i64 j = 0; j < piece; ++j) w[row * C + c0 + j] = buf[j];
+}
+
+// ---- 2a. token-local groups: one block per row span ----
+
+struct RowsArgs {
+  Src x;
+  Scheme s;
+  Grid g;
+  i64 T, C;
+  i64 span;      // tokens per block (the group's rows; 1 for per_token / mx / casts)
+  i64 local_gc;  // scale groups inside one span
+  void* codes;
+  void* scales;
+  bool wide;
+};
+
+__device__ inline i64 local_group(const RowsArgs& a, i64 t, i64 c) {
+  if (a.s.fam == Fam::mx) return c / a.s.block;
+  if (a.s.fam == Fam::int8 || a.s.fam == Fam::fp8) {
+    if (a.s.gran == Gran::thread) return a.s.role_k ? (t % 8) / 2 : t % 8;
+  }
+  return 0;
+}
+
+__global__ void rows_kernel(RowsArgs a) {
+  extern __shared__ unsigned char smem[];
+  auto* amax = reinterpret_cast<std::uint32_t*>(smem);
+  auto* gs = reinterpret_cast<GroupScale*>(smem + ((a.local_gc * 4 + 15) / 16) * 16);
+  const i64 spans_per_slab = (a.T + a.span - 1) / a.span;
+  const i64 slab = static_cast<i64>(blockIdx.x) / spans_per_slab;
+  const i64 t0 = (static_cast<i64>(blockIdx.x) % spans_per_slab) * a.span;
+  const i64 rows = a.T - t0 < a.span ? a.T - t0 : a.span;
+  const i64 n = rows * a.C;
+  for (i64 k = threadIdx.x; k < a.local_gc; k += blockDim.x) amax[k] = 0u;
+  __syncthreads();
+  const bool need_amax = a.s.fam != Fam::cast;
+  if (need_amax)
+    for (i64 e = threadIdx.x; e < n; e += blockDim.x) {
+      const i64 t = t0 + e / a.C, c = e % a.C;
+      atomicMax(&amax[local_group(a, t, c)], amax_bits(a.x.at(slab, t, c)));
+    }
+  __syncthreads();
+  for (i64 k = threadIdx.x; k < a.local_gc; k += blockDim.x) {
+    gs[k] = group_scale(ffrom(amax[k]), a.s);
+    // Global scale index of local group k: the span's first row stands for every row of a
+    // block/warp group; per_thread group k sits in row t0 + k of the tile pattern; mx group k
+    // at channel k * block.
+    i64 gk = 0;
+    if (a.s.fam == Fam::mx) gk = group_index(a.s, a.g, slab, t0, k * a.s.block);
+    else if (a.s.fam == Fam::cast) gk = -1;
+    else if (a.s.gran == Gran::thread) gk = group_index(a.s, a.g, slab, t0, 0) + k;
+    else gk = group_index(a.s, a.g, slab, t0, 0);
+    if (gk >= 0) store_scale(a.scales, a.s.fam == Fam::mx, gk, gs[k].stored);
+  }
+  __syncthreads();
+  for (i64 e = threadIdx.x; e < n; e += blockDim.x) {
+    const i64 t = t0 + e / a.C, c = e % a.C;
+    const std::uint32_t code = element_code(a.x.at(slab, t, c), gs[local_group(a, t, c)], a.s);
+    store_code(a.codes, a.wide, (slab * a.T + t) * a.C + c, code);
+  }
+}
+
+// ---- 2b. per_tensor / per_channel ----
+
+constexpr i64 kTokensPerBlock = 64;
+
+__global__ void amax_global_kernel(Src x, i64 T, i64 C, bool per_channel, std::uint32_t* amax) {
+  __shared__ std::uint32_t block_max;
+  const i64 chunks = (T + kTokensPerBlock - 1) / kTokensPerBlock;
+  const i64 slab = static_cast<i64>(blockIdx.x) / chunks;
+  const i64 t0 = (static_cast<i64>(blockIdx.x) % chunks) * kTokensPerBlock;
+  const i64 t1 = T < t0 + kTokensPerBlock ? T : t0 + kTokensPerBlock;
+  if (threadIdx.x == 0) block_max = 0u;
+  __syncthreads();
+  std::uint32_t mine = 0u;
+  for (i64 c = threadIdx.x; c < C; c += blockDim.x) {
+    std::uint32_t m = 0u;
+    for (i64 t = t0; t < t1; ++t) {
+      const std::uint32_t b = amax_bits(x.at(slab, t, c));
+      m = b > m ? b : m;
+    }
+    if (per_channel) {
+      if (m != 0u) atomicMax(&amax[slab * C + c], m);
+    } else {
+      mine = m > mine ? m : mine;
+    }
+  }
+  if (!per_channel) {
+    atomicMax(&block_max, mine);
+    __syncthreads();
+    if (threadIdx.x == 0 && block_max != 0u) atomicMax(amax, block_max);
+  }
+}
+
+__global__ void scales_kernel(Scheme s, i64 groups, const std::uint32_t* amax, void* scales, GroupScale* gs) {
+  const i64 k = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= groups) return;
+  gs[k] = group_scale(ffrom(amax[k]), s);
+  store_scale(scales, false, k, gs[k].stored);
+}
+
+__global__ void codes_kernel(Src x, Scheme s, Grid g, i64 n, i64 T, i64 C, const GroupScale* gs, void* codes, bool wide) {
+  const i64 total = n * T * C;
+  for (i64 e = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += static_cast<i64>(gridDim.x) * blockDim.x) {
+    const i64 c = e % C, t = (e / C) % T, slab = e / (C * T);
+    store_code(codes, wide, e, element_code(x.at(slab, t, c), gs[group_index(s, g, slab, t, c)], s));
+  }
+}
+
+__global__ void one_kernel(float* p) { *p = 1.0f; }
+
+// ---- layout of the workspace ----
+
+std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
+bool has_pre(const Scheme& s) { return s.smooth != Smooth::none || s.rotate != Rotate::none || s.prescale; }
+bool global_path(const Scheme& s) {
+  return (s.fam == Fam::int8 || s.fam == Fam::fp8) && (s.gran == Gran::tensor || s.gran == Gran::channel);
+}
+struct Workspace {
+  std::size_t w = 0, km = 0, amax = 0, gs = 0, total = 0;  // byte offsets and total
+};
+Workspace workspace_layout(const Scheme& s, i64 n, i64 T, i64 C) {
+  Workspace l;
+  std::size_t off = 0;
+  if (has_pre(s)) {
+    l.w = off;
+    off += align256(static_cast<std::size_t>(n * T * C) * 4);
+  }
+  if (s.smooth != Smooth::none) {
+    l.km = off;
+    off += align256(static_cast<std::size_t>(n * C) * 4);
+  }
+  if (global_path(s)) {
+    const Grid g = grid_of(s, T, C);
+    const i64 groups = g.global ? 1 : n * g.GT * g.GC;
+    l.amax = off;
+    off += align256(static_cast<std::size_t>(groups) * 4);
+    l.gs = off;
+    off += align256(static_cast<std::size_t>(groups) * sizeof(GroupScale));
+  }
+  l.total = off;
+  return l;
+}
+
+unsigned blocks_for(i64 n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+}  // namespace
+
+std::size_t quantize_codes_bytes(const DeviceScheme& s, std::int64_t n_elements) {
+  return static_cast<std::size_t>(n_elements) * (s.s.fam == Fam::cast ? 2 : 1);
+}
+std::int64_t quantize_scales_count(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+  const Grid g = grid_of(s.s, T, C);
+  return g.global ? 1 : slabs * g.GT * g.GC;
+}
+std::size_t quantize_scales_bytes(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+  return static_cast<std::size_t>(quantize_scales_count(s, slabs, T, C)) * (s.s.fam == Fam::mx ? 1 : 4);
+}
+std::size_t quantize_workspace_bytes(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+  return workspace_layout(s.s, slabs, T, C).total;
+}
+
+void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream_ptr) {
+  const Scheme& s = ds.s;
+  const auto stream = static_cast<hipStream_t>(stream_ptr);
+  const i64 n = a.lead0 * a.lead1, T = a.T, C = a.C;
+  if (a.lead0 < 1 || a.lead1 < 1 || T < 0 || C < 0)
+    throw Error("quantize_device: bad shape [" + std::to_string(a.lead0) + ", " + std::to_string(a.lead1) + ", " +
+                std::to_string(T) + ", " + std::to_string(C) + "]");
+  if ((s.rotate == Rotate::h128 || s.rotate == Rotate::h128_bf16) && C != 128)
+    throw Error("quantize_device: " + ds.text + " needs 128 channels, got " + std::to_string(C));
+  if (s.rotate == Rotate::h32_bf16 && C % 32 != 0)
+    throw Error("quantize_device: " + ds.text + " needs a multiple of 32 channels, got " + std::to_string(C));
+  float factor = 1.0f;
+  if (s.prescale) {
+    if (!(a.sm_scale > 0 && a.sm_scale < 1e300))
+      throw Error("quantize_device: prescale=sm_log2e needs a finite sm_scale > 0, got " + std::to_string(a.sm_scale));
+    factor = static_cast<float>(a.sm_scale * 1.44269504);  // Sage computes it in Python (double)
+  }
+  const Workspace lay = workspace_layout(s, n, T, C);
+  if (lay.total > 0 && a.workspace == nullptr) throw Error("quantize_device: " + ds.text + " needs a workspace");
+  auto* ws = static_cast<unsigned char*>(a.workspace);
+  const i64 total = n * T * C;
+  Src src{a.x, a.lead1, a.stride[0], a.stride[1], a.stride[2], a.stride[3]};
+  if (total > 0 && a.x == nullptr) throw Error("quantize_device: no input");
+
+  if (s.smooth != Smooth::none) {
+    auto* km = reinterpret_cast<float*>(ws + lay.km);
+    if (n * C > 0) {
+      hipLaunchKernelGGL(mean_kernel, dim3(blocks_for(n * C)), dim3(kThreads), 0, stream, src, n, T, C, s.smooth, a.mean_in, km);
+      ATTEST_GPU_CHECK_LAUNCH();
+      if (a.mean_out != nullptr)
+        ATTEST_GPU_CHECK(hipMemcpyAsync(a.mean_out, km, static_cast<std::size_t>(n * C) * 4, hipMemcpyDeviceToDevice, stream));
+    }
+  }
+  if (has_pre(s)) {
+    auto* w = reinterpret_cast<float*>(ws + lay.w);
+    const i64 piece = s.rotate == Rotate::none ? 1 : s.rotate == Rotate::h32_bf16 ? 32 : C;
+    const i64 threads = piece == 0 ? 0 : n * T * (C / piece);
+    if (threads > 0) {
+      hipLaunchKernelGGL(prepare_kernel, dim3(blocks_for(threads)), dim3(kThreads), 0, stream, src, n, T, C, s, factor,
+                         reinterpret_cast<const float*>(ws + lay.km), w);
+      ATTEST_GPU_CHECK_LAUNCH();
+    }
+    src = Src{w, 1, T * C, 0, C, 1};
+  }
+
+  const Grid g = grid_of(s, T, C);
+  const bool wide = s.fam == Fam::cast;
+  if (global_path(s)) {
+    const i64 groups = g.global ? 1 : n * g.GT * g.GC;
+    auto* amax = reinterpret_cast<std::uint32_t*>(ws + lay.amax);
+    auto* gs = reinterpret_cast<GroupScale*>(ws + lay.gs);
+    if (groups > 0) ATTEST_GPU_CHECK(hipMemsetAsync(amax, 0, static_cast<std::size_t>(groups) * 4, stream));
+    const i64 chunks = (T + kTokensPerBlock - 1) / kTokensPerBlock;
+    if (n * chunks > 0 && C > 0) {
+      const int threads = C >= kThreads ? kThreads : static_cast<int>((C + 31) / 32 * 32);
+      hipLaunchKernelGGL(amax_global_kernel, dim3(static_cast<unsigned>(n * chunks)), dim3(threads), 0, stream, src, T, C,
+                         s.gran == Gran::channel, amax);
+      ATTEST_GPU_CHECK_LAUNCH();
+    }
+    if (groups > 0) {
+      hipLaunchKernelGGL(scales_kernel, dim3(blocks_for(groups)), dim3(kThreads), 0, stream, s, groups, amax, a.scales, gs);
+      ATTEST_GPU_CHECK_LAUNCH();
+    }
+    if (total > 0) {
+      const i64 want = (total + kThreads - 1) / kThreads;
+      const unsigned grid = static_cast<unsigned>(want < 65536 * 8 ? want : 65536 * 8);
+      hipLaunchKernelGGL(codes_kernel, dim3(grid), dim3(kThreads), 0, stream, src, s, g, n, T, C, gs, a.codes, wide);
+      ATTEST_GPU_CHECK_LAUNCH();
+    }
+    return;
+  }
+
+  // Token-local groups.
+  RowsArgs ra{src, s, g, T, C, 1, 1, a.codes, a.scales, wide};
+  if (s.fam == Fam::int8 || s.fam == Fam::fp8) {
+    if (s.gran == Gran::block) ra.span = s.block;
+    if (s.gran == Gran::warp || s.gran == Gran::thread) ra.span = s.warp_rows;
+    if (s.gran == Gran::thread) ra.local_gc = s.role_k ? 4 : 8;
+  }
+  if (s.fam == Fam::mx) ra.local_gc = (C + s.block - 1) / s.block;
+  if (s.fam == Fam::cast) {
+    // Casts have one scale, 1.0f (a kernel, not a host copy: graph capture must not keep a
+    // pointer to this stack frame).
+    hipLaunchKernelGGL(one_kernel, dim3(1), dim3(1), 0, stream, static_cast<float*>(a.scales));
+    ATTEST_GPU_CHECK_LAUNCH();
+  }
+  const i64 spans = n * ((T + ra.span - 1) / ra.span);
+  if (spans == 0 || C == 0) return;
+  if (ra.local_gc < 1) ra.local_gc = 1;
+  const std::size_t shared = ((static_cast<std::size_t>(ra.local_gc) * 4 + 15) / 16) * 16 +
+                             static_cast<std::size_t>(ra.local_gc) * sizeof(GroupScale);
+  const i64 per_block = ra.span * C;
+  const int threads = per_block >= kThreads ? kThreads : static_cast<int>((per_block + 31) / 32 * 32);
+  hipLaunchKernelGGL(rows_kernel, dim3(static_cast<unsigned>(spans)), dim3(threads), shared, stream, ra);
+  ATTEST_GPU_CHECK_LAUNCH();
+}
+
+void copy_device(void* dst, const void* src, std::size_t bytes, void* stream) {
+  ATTEST_GPU_CHECK(hipMemcpyAsync(dst, src, bytes, hipMemcpyDeviceToDevice, static_cast<hipStream_t>(stream)));
+}
+
+}  // namespace attest::gpu

@@ -1,0 +1,203 @@
+// The device quantizers' scalar arithmetic (quantize_math.hpp, host/device) run on the CPU in the
+// device kernels' schedule (mean in token order, per-row pre-transforms, amax as a max over |x|
+// bits, one scale per group, one code per element) must give the reference quantizers' bits for
+// every scheme. Runs in CI without a GPU, so a numerics bug shows here before the device run;
+// gpu_tests (DeviceQuantize.*) then checks the kernels themselves on the device.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attest/kernels/gpu/quantize.hpp"
+#include "attest/kernels/gpu/quantize_math.hpp"
+#include "attest/reference/formats.hpp"
+#include "attest/reference/quantize.hpp"
+
+namespace attest::gpu {
+namespace {
+
+using namespace qm;
+
+const std::vector<std::string>& schemes() {
+  static const std::vector<std::string> s{
+      "bf16", "fp16", "bf16:overflow=sat_cuda", "fp16:round=away",
+      "int8:per_tensor", "int8:per_tensor:scale=ieee_one", "int8:per_block=128:round=half:prescale=sm_log2e",
+      "int8:per_block=64:round=half:smooth=bf16", "int8:per_block=64:smooth=fp32:scale=rcp",
+      "int8:per_warp=sm89:scale=floor:apply=mul:prescale=sm_log2e", "int8:per_warp=sm90:role=k:scale=eps",
+      "int8:per_thread=sm89:scale=eps:round=half:prescale=sm_log2e",
+      "int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=fp32", "int8:per_thread=sm90:scale=none",
+      "int8:per_token", "int8:per_token:apply=mul:scale=rcp", "int8:per_channel",
+      "fp8_e4m3fn:per_channel", "fp8_e4m3fn:per_channel:scale_max=2.25", "fp8_e5m2:per_token:round=away",
+      "fp8_e4m3fnuz:per_channel:scale=rcp:scale_max=224:overflow=sat_hip:apply=div",
+      "fp8_e5m2fnuz:per_block=64:overflow=ieee:apply=div", "fp8_e4m3fn:per_tensor:scale=floor",
+      "fp8_e4m3fn:per_block=128:round=smaller:apply=div:scale=eps",
+      "mxfp8_e4m3fn", "mxfp8_e4m3fn:scale=rceil", "mxfp8_e5m2:scale=ceil", "mxfp8_e4m3fn:scale=aiter_hip_fp8",
+      "mxfp6_e2m3fn:scale=aiter_hip_fp6:prescale=sm_log2e:rotate=h128_bf16", "mxfp6_e3m2fn:round=away",
+      "mxfp4_e2m1fn:scale=aiter_triton_rne:rotate=h32_bf16", "mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller",
+      "mxfp4_e2m1fn:scale=aiter_triton_v_fp4:overflow=ieee", "mxint8:scale=rceil", "mxint8:block=16:round=away",
+      "mxfp8_e4m3fn:rotate=h128", "int8:per_block=32:rotate=h128:smooth=fp32",
+  };
+  return s;
+}
+
+// [n, T, C] contiguous input of mixed magnitudes with ties and (optionally) special values.
+std::vector<float> make_input(std::int64_t n, std::int64_t T, std::int64_t C, unsigned seed, bool specials) {
+  std::vector<float> x(static_cast<std::size_t>(n * T * C));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-12, 12), tie(-64, 64), pick(0, 15);
+  for (std::int64_t r = 0; r < n * T; ++r) {
+    const float scale = std::ldexp(1.0f, ex(rng));
+    for (std::int64_t c = 0; c < C; ++c) {
+      float v = nd(rng) * scale;
+      if (pick(rng) == 0) v = (static_cast<float>(tie(rng)) + 0.5f) * 0.0625f;
+      x[static_cast<std::size_t>(r * C + c)] = v;
+    }
+  }
+  if (specials) {
+    x[5] = std::numeric_limits<float>::quiet_NaN();
+    x[static_cast<std::size_t>(40 * C + 7)] = std::numeric_limits<float>::infinity();
+    x[static_cast<std::size_t>(41 * C + 9)] = -std::numeric_limits<float>::infinity();
+    for (std::int64_t c = 0; c < C; ++c) x[static_cast<std::size_t>(7 * C + c)] = 0.0f;
+    x[static_cast<std::size_t>(100 * C + 3)] = 3.0e38f;
+    x[static_cast<std::size_t>(90 * C + 1)] = -1.0e-40f;
+  }
+  return x;
+}
+
+struct Model {
+  std::vector<std::uint8_t> codes, scales;
+  std::vector<float> mean;
+};
+
+// The device schedule on the CPU with the device's scalar functions.
+Model model(const Scheme& s, const std::vector<float>& x, std::int64_t n, std::int64_t T, std::int64_t C, double sm_scale) {
+  std::vector<float> w = x;
+  Model m;
+  if (s.smooth != Smooth::none) {
+    m.mean.resize(static_cast<std::size_t>(n * C));
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t c = 0; c < C; ++c) {
+        double acc = 0.0;
+        for (std::int64_t t = 0; t < T; ++t) acc += static_cast<double>(x[static_cast<std::size_t>((i * T + t) * C + c)]);
+        float km = T > 0 ? static_cast<float>(acc / static_cast<double>(T)) : 0.0f;
+        if (s.smooth == Smooth::bf16) km = round_bf16(km);
+        m.mean[static_cast<std::size_t>(i * C + c)] = km;
+      }
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t t = 0; t < T; ++t)
+        for (std::int64_t c = 0; c < C; ++c) {
+          float& v = w[static_cast<std::size_t>((i * T + t) * C + c)];
+          v = smooth_value(v, m.mean[static_cast<std::size_t>(i * C + c)], s.smooth);
+        }
+  }
+  const float factor = s.prescale ? static_cast<float>(sm_scale * 1.44269504) : 1.0f;
+  for (std::int64_t r = 0; r < n * T; ++r) rotate_prescale_row(&w[static_cast<std::size_t>(r * C)], C, s, factor);
+  const Grid g = grid_of(s, T, C);
+  const std::int64_t groups = g.global ? 1 : n * g.GT * g.GC;
+  std::vector<std::uint32_t> amax(static_cast<std::size_t>(groups), 0u);
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        auto& a = amax[static_cast<std::size_t>(group_index(s, g, i, t, c))];
+        const std::uint32_t b = amax_bits(w[static_cast<std::size_t>((i * T + t) * C + c)]);
+        a = b > a ? b : a;
+      }
+  std::vector<GroupScale> gs(static_cast<std::size_t>(groups));
+  for (std::int64_t k = 0; k < groups; ++k) {
+    gs[static_cast<std::size_t>(k)] = group_scale(ffrom(amax[static_cast<std::size_t>(k)]), s);
+    const std::uint32_t st = gs[static_cast<std::size_t>(k)].stored;
+    if (s.fam == Fam::mx) m.scales.push_back(static_cast<std::uint8_t>(st));
+    else for (int b = 0; b < 4; ++b) m.scales.push_back(static_cast<std::uint8_t>(st >> (8 * b)));
+  }
+  for (std::int64_t i = 0; i < n; ++i)
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t c = 0; c < C; ++c) {
+        const std::uint32_t code =
+            element_code(w[static_cast<std::size_t>((i * T + t) * C + c)], gs[static_cast<std::size_t>(group_index(s, g, i, t, c))], s);
+        m.codes.push_back(static_cast<std::uint8_t>(code));
+        if (s.fam == Fam::cast) m.codes.push_back(static_cast<std::uint8_t>(code >> 8));
+      }
+  return m;
+}
+
+void expect_model_equal(const std::string& text, std::int64_t n, std::int64_t T, std::int64_t C, unsigned seed, bool specials,
+                        double sm_scale) {
+  SCOPED_TRACE(text + " [" + std::to_string(n) + "," + std::to_string(T) + "," + std::to_string(C) + "]" +
+               (specials ? " specials" : ""));
+  const std::vector<float> x = make_input(n, T, C, seed, specials);
+  Tensor xt(DType::f32, {n, T, C});
+  std::memcpy(xt.data<float>(), x.data(), x.size() * 4);
+  ref::QuantInputs in;
+  in.sm_scale = sm_scale;
+  const ref::Quantized want = ref::quantize(xt, ref::parse_scheme(text), in);
+  const Model got = model(parse_device_scheme(text).s, x, n, T, C, sm_scale);
+  const auto wc = want.codes.storage();
+  ASSERT_EQ(got.codes.size(), wc.size());
+  std::size_t bad = 0, first = 0;
+  for (std::size_t i = 0; i < wc.size(); ++i)
+    if (static_cast<std::uint8_t>(wc[i]) != got.codes[i] && bad++ == 0) first = i;
+  EXPECT_EQ(bad, 0u) << "codes differ in " << bad << " bytes; first byte " << first << ": model 0x" << std::hex
+                     << int(got.codes[first]) << ", reference 0x" << int(static_cast<std::uint8_t>(wc[first]));
+  const auto ws = want.scales.storage();
+  ASSERT_EQ(got.scales.size(), ws.size());
+  bad = 0;
+  for (std::size_t i = 0; i < ws.size(); ++i)
+    if (static_cast<std::uint8_t>(ws[i]) != got.scales[i] && bad++ == 0) first = i;
+  EXPECT_EQ(bad, 0u) << "scales differ in " << bad << " bytes; first byte " << first;
+  if (!got.mean.empty()) {
+    EXPECT_EQ(std::memcmp(got.mean.data(), want.mean.data<float>(), got.mean.size() * 4), 0);
+  }
+}
+
+TEST(DeviceQuantizeMath, EverySchemeMatchesTheReference) {
+  for (const auto& s : schemes()) {
+    expect_model_equal(s, 3, 150, 128, 11, false, 1.0 / std::sqrt(128.0));
+    expect_model_equal(s, 2, 150, 128, 12, true, 0.125);
+  }
+}
+
+TEST(DeviceQuantizeMath, OddShapes) {
+  for (const auto& [s, c] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"mxfp4_e2m1fn", 72}, {"mxfp8_e4m3fn:block=7", 50}, {"int8:per_channel", 3}, {"fp8_e4m3fn:per_tensor", 1},
+           {"int8:per_thread=sm90:role=k", 64}, {"bf16", 5}})
+    for (std::int64_t t : {0, 1, 9}) expect_model_equal(s, 2, t, c, static_cast<unsigned>(t + c), false, 0.1);
+}
+
+// Element casts over every float32 exponent and the tie points of each format, every rounding and
+// overflow mode, against the reference codec.
+TEST(DeviceQuantizeMath, EncodeMatchesReferenceCodec) {
+  const std::pair<Fmt, ref::Format> fmts[] = {{Fmt::bf16, ref::Format::bf16}, {Fmt::fp16, ref::Format::fp16},
+      {Fmt::e4m3fn, ref::Format::fp8_e4m3fn}, {Fmt::e5m2, ref::Format::fp8_e5m2}, {Fmt::e4m3fnuz, ref::Format::fp8_e4m3fnuz},
+      {Fmt::e5m2fnuz, ref::Format::fp8_e5m2fnuz}, {Fmt::e2m3, ref::Format::fp6_e2m3fn}, {Fmt::e3m2, ref::Format::fp6_e3m2fn},
+      {Fmt::e2m1, ref::Format::fp4_e2m1fn}, {Fmt::int8, ref::Format::int8}};
+  std::mt19937 rng(5);
+  std::vector<float> xs;
+  for (int e = -150; e <= 128; ++e)
+    for (std::uint32_t m : {0u, 1u, 0x400000u, 0x7FFFFFu, 0x080000u, 0x0C0000u, 0x100000u, 0x180000u, 0x200000u, 0x300000u}) {
+      const std::uint32_t ef = e < -126 ? 0u : e > 127 ? 255u : static_cast<std::uint32_t>(e + 127);
+      for (std::uint32_t sgn : {0u, 0x80000000u}) xs.push_back(ffrom(sgn | (ef << 23) | m));
+    }
+  for (int i = 0; i < 20000; ++i) xs.push_back(ffrom(static_cast<std::uint32_t>(rng())));
+  xs.push_back(std::numeric_limits<float>::quiet_NaN());
+  xs.push_back(-std::numeric_limits<float>::quiet_NaN());
+  for (const auto& [f, rf] : fmts)
+    for (auto [t, rt] : {std::pair{Tie::even, ref::Rounding::rne}, {Tie::away, ref::Rounding::away}, {Tie::smaller, ref::Rounding::smaller}})
+      for (auto [o, ro] : {std::pair{Ovf::ieee, ref::Overflow::ieee}, {Ovf::sat_cuda, ref::Overflow::sat_cuda}, {Ovf::sat_hip, ref::Overflow::sat_hip}}) {
+        std::size_t bad = 0;
+        float first = 0;
+        for (float x : xs) {
+          const std::uint32_t want = ref::encode(rf, x, rt, ro) & (f == Fmt::bf16 || f == Fmt::fp16 ? 0xFFFFu : 0xFFu);
+          if (encode(f, x, t, o) != want && bad++ == 0) first = x;
+        }
+        EXPECT_EQ(bad, 0u) << ref::format_name(rf) << " " << ref::rounding_name(rt) << " " << ref::overflow_name(ro)
+                           << ": first mismatch at " << first;
+      }
+}
+
+}  // namespace
+}  // namespace attest::gpu
