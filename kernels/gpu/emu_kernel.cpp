@@ -1,0 +1,191 @@
+// gpu.emu.<recipe>: registry entries of the device recipe kernels (attn_fwd_emu.hip), one per
+// named recipe, each with a bitwise contract to the recipe emulator.
+//
+// Stage 0 (quantization) runs here on the host with kernels/cpu's quantizers, which cpu.tiled
+// already proves bitwise equal to the emulator's; the element values, scales and block
+// exponents go to the device, where everything after quantization runs in the emulator's order.
+// Moving stage 0 onto the device (the standalone device quantizers) is future work: it changes
+// where the bits are made, not the bits.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "attest/core/recipe.hpp"
+#include "attest/kernels/gpu/attn_fwd_emu.hpp"
+#include "attest/kernels/gpu/device.hpp"
+#include "attest/kernels/gpu/emu_host.hpp"
+#include "attest/kernels/gpu/emu_prepare.hpp"
+#include "attest/kernels/kernel.hpp"
+#include "cpu/attn_fwd_tiled.hpp"
+#include "cpu/cpu_io.hpp"
+#include "cpu/cpu_quantize.hpp"
+
+
+namespace attest::kernels::gpu_emu {
+namespace {
+
+using cpu::Scheme;
+using std::int64_t;
+
+// Why this entry cannot run (p, r), or empty.
+std::string unsupported(const Problem& p, const Recipe& r) {
+  if (auto why = gpu::emu_unsupported(p, r); !why.empty()) return why;
+  if (r.div == DivisionOp::rcp_sm90 && !gpu::emu_has_rcp_sm90())
+    return "div=rcp_sm90 is exact only with NVIDIA's rcp.approx.ftz.f32 (the measured table is not loaded on other targets)";
+  return {};
+}
+
+template <class T>
+gpu::DeviceBuffer to_device(const std::vector<T>& v) {
+  gpu::DeviceBuffer d(std::max<std::size_t>(1, v.size() * sizeof(T)));
+  if (!v.empty()) d.upload(v.data(), v.size() * sizeof(T));
+  return d;
+}
+
+class EmuKernel final : public Kernel {
+ public:
+  EmuKernel(std::string recipe_name) : recipe_name_(std::move(recipe_name)) {}
+  std::string name() const override { return "gpu.emu." + recipe_name_; }
+  std::string backend() const override { return gpu::backend_name(); }
+  std::vector<std::string> recipes() const override { return {recipe_label(parse_recipe(recipe_name_))}; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.bitwise = true;
+    c.deterministic = true;      // fixed per-row order, no atomics
+    c.graph_capturable = false;  // host Tensors, host quantization
+    return c;
+  }
+  Status supports(const Problem& p, const Recipe& r) const override {
+    if (auto st = Kernel::supports(p, r); !st) return st;
+    if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");
+    if (auto why = unsupported(p, r); !why.empty()) return Status::unsupported(why);
+    return Status::ok();
+  }
+  void run(const Args& a) override;
+
+ private:
+  std::string recipe_name_;
+};
+
+}  // namespace
+}  // namespace attest::kernels::gpu_emu
+
+namespace attest::gpu {
+
+EmuRun emu_prepare(const Problem& p, const Recipe& r, const Tensor& tq, const Tensor& tk, const Tensor& tv) {
+  using std::int64_t;
+  EmuHost hs = emu_prepare_host(p, r, tq, tk, tv);
+  EmuRun run;
+  run.params = hs.params;
+  run.batches = hs.batches;
+  EmuParams& ep = run.params;
+  const bool int8 = ep.logits == EmuLogits::int8, mxqk = ep.logits == EmuLogits::mx, mxv = !hs.vexp.empty() || hs.params.vexp != nullptr,
+             smooth = !hs.km.empty();
+  const int64_t H = p.heads_q, Dv = p.head_dim_v;
+  using attest::kernels::gpu_emu::to_device;
+  auto &qval = hs.qval, &kval = hs.kval, &vval = hs.vval, &qts = hs.qts, &kts = hs.kts, &vcs = hs.vcs, &km = hs.km,
+       &qraw = hs.qraw;
+  auto &qi = hs.qi, &ki = hs.ki;
+  auto &qexp = hs.qexp, &kexp = hs.kexp, &vexp = hs.vexp;
+  auto& batches = hs.batches;
+  auto& items = hs.items;
+  // Device buffers (kept alive by the EmuRun; the device pointers survive the moves).
+  auto keep = [&](gpu::DeviceBuffer b) {
+    run.buffers.push_back(std::move(b));
+    return run.buffers.back().data();
+  };
+  ep.batches = static_cast<const gpu::EmuBatch*>(keep(to_device(batches)));
+  ep.items = static_cast<const gpu::EmuItem*>(keep(to_device(items)));
+  ep.qv = static_cast<const float*>(keep(to_device(qval)));
+  ep.kv = static_cast<const float*>(keep(to_device(kval)));
+  ep.vv = static_cast<const float*>(keep(to_device(vval)));
+  if (int8) {
+    ep.qi = static_cast<const std::int8_t*>(keep(to_device(qi)));
+    ep.ki = static_cast<const std::int8_t*>(keep(to_device(ki)));
+  }
+  ep.qts = static_cast<const float*>(keep(to_device(qts)));
+  ep.kts = static_cast<const float*>(keep(to_device(kts)));
+  ep.vcs = static_cast<const float*>(keep(to_device(vcs)));
+  if (mxqk) {
+    ep.qexp = static_cast<const std::int16_t*>(keep(to_device(qexp)));
+    ep.kexp = static_cast<const std::int16_t*>(keep(to_device(kexp)));
+  }
+  if (mxv) ep.vexp = static_cast<const std::int16_t*>(keep(to_device(vexp)));
+  if (smooth) {
+    ep.km = static_cast<const float*>(keep(to_device(km)));
+    ep.qraw = static_cast<const float*>(keep(to_device(qraw)));
+  }
+  const int64_t out_n = ep.total_rows * H * Dv, lse_n = H * ep.total_rows;
+  ep.out = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, out_n)) * 4)));
+  ep.lse = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, lse_n)) * 4)));
+  gpu::DeviceBuffer flag(sizeof(unsigned));
+  flag.fill_bytes(0);
+  ep.undecided = static_cast<unsigned*>(keep(std::move(flag)));
+  ep.scratch = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, gpu::emu_scratch_floats(ep))) * 4)));
+  return run;
+}
+
+void emu_collect(const EmuRun& run, std::vector<float>& out, std::vector<float>& lse) {
+  const EmuParams& ep = run.params;
+  auto download = [&](const void* dev, void* host, std::size_t bytes) {
+    for (const DeviceBuffer& b : run.buffers)
+      if (b.data() == dev) return b.download(host, bytes);
+    throw Error("gpu.emu: internal: no buffer owns a device pointer of the run");
+  };
+  unsigned undecided = 0;
+  download(ep.undecided, &undecided, sizeof undecided);
+  if (undecided != 0)
+    throw Error("gpu.emu: an exp2=cr argument lay too close to a float rounding boundary for the device's "
+                "double-double evaluation; no result is written");
+  out.assign(static_cast<std::size_t>(ep.total_rows * ep.heads_q * ep.head_dim_v), 0.0f);
+  lse.assign(static_cast<std::size_t>(ep.heads_q * ep.total_rows), 0.0f);
+  if (!out.empty()) download(ep.out, out.data(), out.size() * 4);
+  if (!lse.empty()) download(ep.lse, lse.data(), lse.size() * 4);
+}
+
+}  // namespace attest::gpu
+
+namespace attest::kernels::gpu_emu {
+namespace {
+
+void EmuKernel::run(const Args& a) {
+  const Problem& p = a.problem;
+  const Recipe& r = a.recipe;
+  if (auto st = supports(p, r); !st) throw Error(name() + ": " + st.reason());
+  if (!a.config.empty()) throw Error(name() + ": unknown config '" + std::string(a.config) + "' (valid: \"\")");
+  cpu::check_args(p, a.q, a.k, a.v, a.out, a.lse);
+  const gpu::EmuRun prep = gpu::emu_prepare(p, r, a.q, a.k, a.v);
+  std::vector<float> out_h, lse_h;
+  if (prep.params.n_items > 0) {
+    gpu::attn_fwd_emu(prep.params);
+    gpu::synchronize();
+    gpu::emu_collect(prep, out_h, lse_h);
+  }
+  const int64_t H = p.heads_q, Dv = p.head_dim_v, total_rows = prep.params.total_rows;
+  const auto& batches = prep.batches;
+  // Scatter into the caller's tensors through their strides (bytes the kernel does not own stay).
+  const auto o = cpu::token_view<float>(a.out, p, false);
+  cpu::LseView lv;
+  if (a.lse != nullptr) lv = cpu::lse_view(*a.lse, p);
+  for (int64_t b = 0; b < p.batch; ++b) {
+    const int64_t row0 = batches[static_cast<std::size_t>(b)].out_row0;
+    for (int64_t i = 0; i < p.len_q(b); ++i)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* src = out_h.data() + ((row0 + i) * H + h) * Dv;
+        float* dst = o.row(b, i, h);
+        for (int64_t d = 0; d < Dv; ++d) dst[d * o.sd] = src[d];
+        if (a.lse != nullptr) lv.at(b, h, i) = lse_h[static_cast<std::size_t>(h * total_rows + row0 + i)];
+      }
+  }
+}
+
+ATTEST_REGISTER_KERNELS([] {
+  std::vector<std::unique_ptr<Kernel>> v;
+  for (const NamedRecipe& nr : named_recipes()) v.push_back(std::make_unique<EmuKernel>(std::string(nr.name)));
+  return v;
+});
+
+}  // namespace
+}  // namespace attest::kernels::gpu_emu
