@@ -19,7 +19,8 @@ else()
   endforeach()
 endif()
 find_package(PkgConfig REQUIRED)
-pkg_check_modules(SNDFILE REQUIRED IMPORTED_TARGET sndfile)
+# GLOBAL: attest_media links it publicly and is used from other folders (e2e).
+pkg_check_modules(SNDFILE REQUIRED IMPORTED_TARGET GLOBAL sndfile)
 
 attest_library(attest_media
   SOURCES src/media.cpp src/media_audio.cpp

@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   attest::cli::add_run_command(app);
   attest::cli::add_list_command(app);
   attest::cli::add_quantize_commands(app);
+  attest::cli::add_e2e_compare_command(app);
+  attest::cli::add_metrics_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

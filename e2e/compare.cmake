@@ -1,0 +1,19 @@
+# issue 6: attest_e2e_compare (e2e/compare): decode runs, media metrics against the reference,
+# floor verdicts, Markdown/JSON/strip/HTML; `attest e2e compare`, `attest metrics image|audio`.
+attest_library(attest_e2e_compare
+  SOURCES compare/video_io.cpp compare/compare.cpp compare/report.cpp
+  DEPS attest_core attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX)
+
+target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e.cpp
+                              ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_metrics.cpp)
+target_link_libraries(attest PRIVATE attest_e2e_compare)
+
+attest_test(e2e_compare_tests
+  SOURCES compare/tests/test_compare.cpp
+  DEPS attest_e2e_compare
+  LABELS unit e2e)
+if(TARGET e2e_compare_tests)
+  target_compile_definitions(e2e_compare_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>"
+    ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data")
+  add_dependencies(e2e_compare_tests attest)
+endif()

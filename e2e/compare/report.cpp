@@ -1,0 +1,407 @@
+// Outputs of a comparison (compare.hpp): Markdown, JSON, the frame strip and the HTML page.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <opencv2/imgcodecs.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include "attest/core/status.hpp"
+#include "attest/e2e/compare.hpp"
+
+namespace attest::e2e {
+namespace {
+
+using nlohmann::json;
+namespace m = attest::metrics;
+
+// JSON has no infinities: non-finite numbers are written as the strings "inf", "-inf", "nan".
+json num(double x) {
+  if (std::isnan(x)) return "nan";
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return x;
+}
+
+json nums(const std::vector<double>& v) {
+  json a = json::array();
+  for (double x : v) a.push_back(num(x));
+  return a;
+}
+
+std::string fmt_db(double x) {
+  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
+  return fmt::format("{:.2f}", x);
+}
+std::string fmt_ssim(double x) { return fmt::format("{:.4f}", x); }
+
+std::string html_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+// Base64 for the embedded PNG: ten lines, where a library dependency would be larger.
+std::string base64(const std::vector<std::uint8_t>& in) {
+  static const char* t = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string o;
+  o.reserve((in.size() + 2) / 3 * 4);
+  for (std::size_t i = 0; i < in.size(); i += 3) {
+    const std::uint32_t v = (std::uint32_t{in[i]} << 16) | (i + 1 < in.size() ? std::uint32_t{in[i + 1]} << 8 : 0u) |
+                            (i + 2 < in.size() ? std::uint32_t{in[i + 2]} : 0u);
+    o += t[(v >> 18) & 63];
+    o += t[(v >> 12) & 63];
+    o += i + 1 < in.size() ? t[(v >> 6) & 63] : '=';
+    o += i + 2 < in.size() ? t[v & 63] : '=';
+  }
+  return o;
+}
+
+bool has_video(const CompareReport& r) { return !r.runs.empty() && r.runs[0].video_stats.has_value(); }
+bool has_audio(const CompareReport& r) { return !r.runs.empty() && r.runs[0].audio_stats.has_value(); }
+
+// Cells of the per-run table, shared by Markdown and HTML.
+struct Row {
+  std::string label, role, psnr, ssim, audio, verdict;
+};
+
+std::vector<Row> metric_rows(const CompareReport& r) {
+  std::vector<Row> rows;
+  for (const auto& run : r.runs) {
+    if (run.role == Role::reference) continue;
+    Row row{run.label, std::string(role_name(run.role)), "", "", "", ""};
+    if (run.video) {
+      const auto& v = *run.video;
+      row.psnr = fmt::format("{} ({} @ {})", fmt_db(v.psnr.mean), fmt_db(v.psnr.min), v.psnr.min_frame);
+      if (v.psnr.identical_frames > 0) row.psnr += fmt::format(", {} identical", v.psnr.identical_frames);
+      row.ssim = fmt::format("{} ({} @ {})", fmt_ssim(v.ssim.mean), fmt_ssim(v.ssim.min), v.ssim.min_frame);
+    }
+    if (run.audio) row.audio = fmt::format("{} / {:.6f}", fmt_db(run.audio->pooled.snr), run.audio->pooled.cosine);
+    row.verdict = run.role == Role::floor ? "exact run (floor)" : std::string(verdict_name(run.verdict));
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+struct StatRow {
+  std::string label;
+  std::vector<std::string> cells;
+};
+
+std::vector<std::string> stat_headers(const CompareReport& r) {
+  std::vector<std::string> h;
+  if (has_video(r)) h = {"luma mean", "luma std", "Laplacian var", "mean |Y_t - Y_t-1|"};
+  if (has_audio(r)) {
+    h.push_back("audio RMS");
+    h.push_back("audio peak");
+  }
+  return h;
+}
+
+std::vector<StatRow> stat_rows(const CompareReport& r) {
+  std::vector<StatRow> rows;
+  for (const auto& run : r.runs) {
+    StatRow row{run.label, {}};
+    if (run.video_stats) {
+      const auto& s = *run.video_stats;
+      row.cells = {fmt::format("{:.3f}", s.luma_mean), fmt::format("{:.3f}", s.luma_std),
+                   fmt::format("{:.2f}", s.laplacian_var), fmt::format("{:.4f}", s.mean_abs_diff)};
+    }
+    if (run.audio_stats) {
+      row.cells.push_back(fmt::format("{:.6f}", run.audio_stats->rms));
+      row.cells.push_back(fmt::format("{:.6f}", run.audio_stats->peak));
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::string summary_line(const CompareReport& r) {
+  std::string s;
+  if (has_video(r))
+    s += fmt::format("Video: {} frames of {}x{}{}; SSIM preset `{}` on {}{}. ", r.frames_compared, r.width, r.height,
+                     r.fps > 0 ? fmt::format(" at {:.3g} fps", r.fps) : std::string(), m::ssim_preset_name(r.options.ssim),
+                     m::channels_name(r.options.channels),
+                     r.options.psnr_cap_db ? fmt::format(", PSNR capped at {} dB", *r.options.psnr_cap_db) : std::string());
+  if (has_audio(r)) s += fmt::format("Audio: {} frames at {} Hz. ", r.audio_frames_compared, r.audio_sample_rate);
+  const Margins& mg = r.options.margins;
+  s += fmt::format("Margins: PSNR {} dB, SSIM {}, SNR {} dB, cosine {}, statistics {}% of the reference beyond the "
+                   "floor spread.",
+                   mg.psnr_db, mg.ssim, mg.snr_db, mg.cosine, mg.stats_rel * 100);
+  return s;
+}
+
+json run_json(const RunReport& run) {
+  json j;
+  j["label"] = run.label;
+  j["role"] = role_name(run.role);
+  j["video_path"] = run.input.video.string();
+  j["audio_path"] = run.input.audio.string();
+  if (run.video_stats) {
+    const auto& s = *run.video_stats;
+    j["frames_read"] = run.frames_read;
+    j["video_stats"] = {{"luma_mean", num(s.luma_mean)},
+                        {"luma_std", num(s.luma_std)},
+                        {"laplacian_var", num(s.laplacian_var)},
+                        {"mean_abs_diff", num(s.mean_abs_diff)},
+                        {"frames",
+                         {{"luma_mean", nums(s.frame_luma_mean)},
+                          {"luma_std", nums(s.frame_luma_std)},
+                          {"laplacian_var", nums(s.frame_laplacian_var)},
+                          {"abs_diff", nums(s.frame_abs_diff)}}}};
+  }
+  if (run.video) {
+    const auto& v = *run.video;
+    j["video"] = {{"psnr",
+                   {{"mean", num(v.psnr.mean)},
+                    {"mean_finite", num(v.psnr.mean_finite)},
+                    {"min", num(v.psnr.min)},
+                    {"min_frame", v.psnr.min_frame},
+                    {"pooled", num(v.psnr.pooled)},
+                    {"identical_frames", v.psnr.identical_frames}}},
+                  {"ssim", {{"mean", num(v.ssim.mean)}, {"min", num(v.ssim.min)}, {"min_frame", v.ssim.min_frame}}},
+                  {"frames", {{"mse", nums(v.frame_mse)}, {"psnr", nums(v.frame_psnr)}, {"ssim", nums(v.frame_ssim)}}}};
+  }
+  if (run.audio_stats) j["audio_stats"] = {{"rms", num(run.audio_stats->rms)}, {"peak", num(run.audio_stats->peak)}};
+  if (run.audio) {
+    const auto& a = *run.audio;
+    auto sig = [](const m::SignalComparison& s) {
+      return json{{"name", s.name},       {"samples", s.samples},       {"snr", num(s.snr)},
+                  {"si_sdr", num(s.si_sdr)}, {"cosine", num(s.cosine)},   {"rms_test", num(s.rms_test)},
+                  {"rms_ref", num(s.rms_ref)}, {"peak_test", num(s.peak_test)}, {"peak_ref", num(s.peak_ref)}};
+    };
+    json ch = json::array();
+    for (const auto& c : a.channels) ch.push_back(sig(c));
+    j["audio"] = {{"sample_rate", a.sample_rate},         {"frames_test", a.frames_test},
+                  {"frames_ref", a.frames_ref},           {"frames_compared", a.frames_compared},
+                  {"length_mismatch", a.length_mismatch}, {"pooled", sig(a.pooled)},
+                  {"channels", ch}};
+  }
+  j["verdict"] = verdict_name(run.verdict);
+  j["reasons"] = run.reasons;
+  return j;
+}
+
+}  // namespace
+
+std::string to_markdown(const CompareReport& r) {
+  std::string s = "### attest e2e compare\n\n" + summary_line(r) + "\n\n";
+  s += "| run | role | PSNR dB mean (min frame) | SSIM mean (min frame) | audio SNR dB / cos | verdict |\n";
+  s += "|---|---|---|---|---|---|\n";
+  for (const Row& row : metric_rows(r))
+    s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row.label, row.role, row.psnr.empty() ? "-" : row.psnr,
+                     row.ssim.empty() ? "-" : row.ssim, row.audio.empty() ? "-" : row.audio, row.verdict);
+  const auto headers = stat_headers(r);
+  s += "\nGlobal statistics (luma; the reference and floor are the exact runs):\n\n| run |";
+  for (const auto& h : headers) s += " " + h + " |";
+  s += "\n|---|";
+  for (std::size_t i = 0; i < headers.size(); ++i) s += "---|";
+  s += "\n";
+  for (const StatRow& row : stat_rows(r)) {
+    s += "| " + row.label + " |";
+    for (const auto& c : row.cells) s += " " + c + " |";
+    s += "\n";
+  }
+  bool any = false;
+  for (const auto& run : r.runs)
+    if (run.verdict == Verdict::outside_floor) {
+      if (!any) s += "\nWhy outside the floor:\n\n";
+      any = true;
+      for (const auto& why : run.reasons) s += "- `" + run.label + "`: " + why + "\n";
+    }
+  for (const auto& w : r.warnings) s += "\n> " + w + "\n";
+  return s;
+}
+
+nlohmann::json to_json(const CompareReport& r) {
+  json j;
+  j["tool"] = "attest e2e compare";
+  j["schema"] = 1;
+  const auto& o = r.options;
+  j["options"] = {{"ssim", m::ssim_preset_name(o.ssim)},
+                  {"channels", m::channels_name(o.channels)},
+                  {"psnr_cap_db", o.psnr_cap_db ? json(*o.psnr_cap_db) : json(nullptr)},
+                  {"snr_eps", o.snr_eps},
+                  {"allow_truncate", o.allow_truncate},
+                  {"margins",
+                   {{"psnr_db", o.margins.psnr_db},
+                    {"ssim", o.margins.ssim},
+                    {"snr_db", o.margins.snr_db},
+                    {"cosine", o.margins.cosine},
+                    {"stats_rel", o.margins.stats_rel},
+                    {"stats_abs", o.margins.stats_abs}}}};
+  if (has_video(r))
+    j["video"] = {{"width", r.width},
+                  {"height", r.height},
+                  {"fps", r.fps},
+                  {"frames_compared", r.frames_compared},
+                  {"frame_count_mismatch", r.frame_count_mismatch}};
+  if (has_audio(r)) j["audio"] = {{"sample_rate", r.audio_sample_rate}, {"frames_compared", r.audio_frames_compared}};
+  j["strip_frames"] = r.strip_frames;
+  j["warnings"] = r.warnings;
+  j["outside_floor"] = any_outside_floor(r);
+  json runs = json::array();
+  for (const auto& run : r.runs) runs.push_back(run_json(run));
+  j["runs"] = runs;
+  return j;
+}
+
+std::vector<std::uint8_t> strip_png(const CompareReport& r) {
+  if (!has_video(r) || r.strip_frames.empty()) throw Error("frame strip: the comparison has no video frames");
+  const int cw = r.runs[0].strip.at(0).width, ch = r.runs[0].strip.at(0).height;
+  const int header = 28, left = 70, gap = 4;
+  const int cols = static_cast<int>(r.runs.size()), rows = static_cast<int>(r.strip_frames.size());
+  cv::Mat canvas(header + rows * (ch + gap), left + cols * (cw + gap), CV_8UC3, cv::Scalar(255, 255, 255));
+  const auto font = cv::FONT_HERSHEY_SIMPLEX;
+  for (int c = 0; c < cols; ++c) {
+    const RunReport& run = r.runs[static_cast<std::size_t>(c)];
+    std::string label = run.label;
+    if (run.role == Role::test && run.verdict != Verdict::not_judged)
+      label += run.verdict == Verdict::within_floor ? " (within)" : " (OUTSIDE)";
+    // Shrink the text until it fits its column.
+    double scale = 0.5;
+    int base = 0;
+    while (scale > 0.25 && cv::getTextSize(label, font, scale, 1, &base).width > cw) scale -= 0.05;
+    cv::putText(canvas, label, {left + c * (cw + gap), header - 9}, font, scale, cv::Scalar(0, 0, 0), 1, cv::LINE_AA);
+    for (int i = 0; i < rows; ++i) {
+      const StripImage& s = run.strip.at(static_cast<std::size_t>(i));
+      const cv::Mat img(s.height, s.width, CV_8UC3, const_cast<std::uint8_t*>(s.bgr.data()));
+      img.copyTo(canvas(cv::Rect(left + c * (cw + gap), header + i * (ch + gap), s.width, s.height)));
+    }
+  }
+  for (int i = 0; i < rows; ++i)
+    cv::putText(canvas, fmt::format("f {}", r.strip_frames[static_cast<std::size_t>(i)]), {6, header + i * (ch + gap) + ch / 2},
+                font, 0.5, cv::Scalar(0, 0, 0), 1, cv::LINE_AA);
+  std::vector<std::uint8_t> png;
+  if (!cv::imencode(".png", canvas, png)) throw Error("frame strip: PNG encoding failed");
+  return png;
+}
+
+std::string svg_line_plot(const std::string& title, const std::string& y_label, const std::vector<PlotSeries>& series,
+                          int width, int height) {
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+  const double ml = 60, mr = 150, mt = 28, mb = 36;
+  const double pw = width - ml - mr, ph = height - mt - mb;
+  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  std::size_t n = 0;
+  for (const auto& s : series) {
+    n = std::max(n, s.values.size());
+    for (double v : s.values)
+      if (std::isfinite(v)) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+  }
+  if (!std::isfinite(lo)) lo = 0, hi = 1;
+  if (hi - lo < 1e-12) lo -= 0.5, hi += 0.5;
+  const double pad = (hi - lo) * 0.05;
+  lo -= pad;
+  hi += pad;
+  auto X = [&](std::size_t i) { return ml + (n > 1 ? pw * static_cast<double>(i) / static_cast<double>(n - 1) : pw / 2); };
+  auto Y = [&](double v) { return mt + ph * (1 - (v - lo) / (hi - lo)); };
+  std::string s = fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">"
+      "<text x=\"{}\" y=\"16\" font-size=\"13\" font-weight=\"bold\">{}</text>"
+      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>",
+      width, height, ml, html_escape(title), ml, mt, pw, ph);
+  for (int k = 0; k <= 4; ++k) {
+    const double v = lo + (hi - lo) * k / 4.0;
+    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.4g}</text>", ml - 4, Y(v) + 4, v);
+  }
+  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">frame (0 .. {})</text>", ml + pw / 2, height - 8,
+                   n > 0 ? n - 1 : 0);
+  s += fmt::format("<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>", mt + ph / 2,
+                   mt + ph / 2, html_escape(y_label));
+  for (std::size_t k = 0; k < series.size(); ++k) {
+    const char* col = colours[k % 8];
+    std::string pts;
+    for (std::size_t i = 0; i < series[k].values.size(); ++i) {
+      const double v = series[k].values[i];
+      // Non-finite (identical frame: +inf dB) is drawn on the top edge and marked.
+      const double y = std::isfinite(v) ? Y(v) : mt;
+      pts += fmt::format("{:.1f},{:.1f} ", X(i), y);
+      if (!std::isfinite(v)) s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>", X(i), y, col);
+    }
+    s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>", col, pts);
+    s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>", ml + pw + 8, mt + 14 + 16 * static_cast<double>(k), col,
+                     html_escape(series[k].label));
+  }
+  s += "</svg>";
+  return s;
+}
+
+std::string to_html(const CompareReport& r, const std::string& extra_html) {
+  std::string h =
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>attest e2e compare</title><style>"
+      "body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;margin:8px 0 16px}"
+      "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
+      ".within{color:#1a7f37;font-weight:bold}.outside{color:#cf222e;font-weight:bold}img{max-width:100%}"
+      "</style></head><body>\n<h1>attest e2e compare</h1>\n";
+  h += "<p>" + html_escape(summary_line(r)) + "</p>\n";
+  h += "<table><tr><th>run</th><th>role</th><th>PSNR dB mean (min frame)</th><th>SSIM mean (min frame)</th>"
+       "<th>audio SNR dB / cos</th><th>verdict</th></tr>\n";
+  for (const Row& row : metric_rows(r)) {
+    const char* cls = row.verdict == "within floor" ? "within" : row.verdict == "outside floor" ? "outside" : "";
+    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n",
+                     html_escape(row.label), row.role, html_escape(row.psnr), html_escape(row.ssim), html_escape(row.audio),
+                     cls, row.verdict);
+  }
+  h += "</table>\n<h2>Global statistics</h2>\n<table><tr><th>run</th>";
+  for (const auto& hd : stat_headers(r)) h += "<th>" + html_escape(hd) + "</th>";
+  h += "</tr>\n";
+  for (const StatRow& row : stat_rows(r)) {
+    h += "<tr><td>" + html_escape(row.label) + "</td>";
+    for (const auto& c : row.cells) h += "<td>" + c + "</td>";
+    h += "</tr>\n";
+  }
+  h += "</table>\n";
+  for (const auto& run : r.runs)
+    if (run.verdict == Verdict::outside_floor) {
+      h += "<p class=\"outside\">" + html_escape(run.label) + " is outside the floor:</p><ul>";
+      for (const auto& why : run.reasons) h += "<li>" + html_escape(why) + "</li>";
+      h += "</ul>\n";
+    }
+  for (const auto& w : r.warnings) h += "<p><em>" + html_escape(w) + "</em></p>\n";
+  if (has_video(r)) {
+    std::vector<PlotSeries> psnr, ssim;
+    for (const auto& run : r.runs)
+      if (run.video) {
+        psnr.push_back({run.label, run.video->frame_psnr});
+        ssim.push_back({run.label, run.video->frame_ssim});
+      }
+    h += "<h2>Per-frame metrics against the reference</h2>\n";
+    h += svg_line_plot("PSNR per frame", "PSNR (dB)", psnr) + "\n";
+    h += svg_line_plot(std::string("SSIM per frame (") + std::string(m::ssim_preset_name(r.options.ssim)) + ")", "SSIM", ssim) + "\n";
+    if (!r.strip_frames.empty()) {
+      h += "<h2>Frame strip</h2>\n<p>Rows: frames; columns: runs.</p>\n";
+      h += "<img alt=\"frame strip\" src=\"data:image/png;base64," + base64(strip_png(r)) + "\">\n";
+    }
+  }
+  h += extra_html;
+  h += "</body></html>\n";
+  return h;
+}
+
+void write_outputs(const CompareReport& r, const OutputPaths& p, OutputFiles& out, const std::string& extra_html) {
+  if (!p.json.empty()) out.stage(p.json, to_json(r).dump(1) + "\n");
+  if (!p.markdown.empty()) out.stage(p.markdown, to_markdown(r));
+  if (!p.html.empty()) out.stage(p.html, to_html(r, extra_html));
+  if (!p.strip.empty()) {
+    const auto png = strip_png(r);
+    out.stage(p.strip, std::span<const std::byte>(reinterpret_cast<const std::byte*>(png.data()), png.size()));
+  }
+}
+
+}  // namespace attest::e2e
