@@ -1,6 +1,7 @@
 // accuracy: error against the FP64 reference inside the recipe's noise floor (DESIGN.md):
 //   metric(K, ref64) <= alpha * metric(emu, ref64) + beta * metric(emu_rev, emu) + eps
 // for every metric the tolerance row bounds (out and lse), after the trust checks.
+#include "attest/conformance/accuracy.hpp"
 #include "common.hpp"
 
 namespace attest::conformance::checks {
@@ -11,57 +12,67 @@ class Accuracy final : public Check {
   std::string_view name() const override { return "accuracy"; }
   std::string_view summary() const override { return "error vs FP64 within alpha*budget + beta*floor + eps (out, lse)"; }
   Outcome run(Context& ctx) const override {
-    const auto& ref = ctx.ref64();
-    const auto& emu = ctx.emu();
-    const auto& rev = ctx.emu_rev();
     const auto& k = ctx.baseline();
-    const auto& row = ctx.tolerances().lookup(ctx.recipe_label(), name());
-    const bool lse = !k.lse.empty();
-
-    const auto m_out = metrics::compare(k.out, ref.out);
-    const auto b_out = metrics::compare(emu.out, ref.out);
-    const auto f_out = metrics::compare(rev.out, emu.out);
-    std::optional<metrics::Comparison> m_lse, b_lse, f_lse;
-    if (lse) {
-      m_lse = metrics::compare(k.lse, ref.lse);
-      b_lse = metrics::compare(emu.lse, ref.lse);
-      f_lse = metrics::compare(rev.lse, emu.lse);
-    }
-    auto measured = metric_set(m_out, lse ? &*m_lse : nullptr);
-    const auto budget = metric_set(b_out, lse ? &*b_lse : nullptr);
-    const auto floor = metric_set(f_out, lse ? &*f_lse : nullptr);
-    if (row.bad_fraction) measured["bad_fraction"] = bad_fraction(k.out, ref.out, *row.bad_fraction);
-
-    nlohmann::json fig;
-    nlohmann::json jm, jb, jf;
-    metrics::to_json(jm, m_out);
-    metrics::to_json(jb, b_out);
-    metrics::to_json(jf, f_out);
-    fig["out"] = {{"measured", jm}, {"budget", jb}, {"floor", jf}};
-    if (lse) {
-      metrics::to_json(jm, *m_lse);
-      metrics::to_json(jb, *b_lse);
-      metrics::to_json(jf, *f_lse);
-      fig["lse"] = {{"measured", jm}, {"budget", jb}, {"floor", jf}};
-    }
-
-    // Trust before value: a reference of norm 0 detects nothing; a degenerate kernel output
-    // (all zero, or NaN/Inf the reference does not have) is not a measurement.
-    if (m_out.norm_ref == 0) return mistrusted("FP64 reference output has norm 0: this fill detects nothing", fig);
-    if (m_out.nonfinite_mismatches > 0 || (lse && m_lse->nonfinite_mismatches > 0))
-      return mistrusted(fmt::format("unexpected NaN/Inf: out {} NaN {} Inf (reference {} / {}){}", m_out.nan_test,
-                                    m_out.inf_test, m_out.nan_ref, m_out.inf_ref,
-                                    lse ? fmt::format(", lse {} non-finite mismatches", m_lse->nonfinite_mismatches) : ""),
-                        fig);
-    if (m_out.norm_test == 0) return mistrusted("kernel output is all zero while the reference is not", fig);
-
-    auto j = judge(row, measured, budget, floor);
-    fig["judgement"] = j.figures;
-    if (!j.pass) return failed(j.reason, fig);
-    return passed(fig);
+    return judge_accuracy(ctx.tolerances().lookup(ctx.recipe_label(), name()), k.out, k.lse, ctx.ref64(), ctx.emu(),
+                          ctx.emu_rev());
   }
 };
 
 }  // namespace
 std::unique_ptr<Check> make_accuracy() { return std::make_unique<Accuracy>(); }
 }  // namespace attest::conformance::checks
+
+namespace attest::conformance {
+
+// Also `attest check --capture`'s judgement (accuracy.hpp): one comparator for both.
+Outcome judge_accuracy(const ToleranceRow& row, const Tensor& k_out, const Tensor& k_lse, const ref::AttentionOutput& ref,
+                       const ref::EmulatorOutput& emu, const ref::EmulatorOutput& rev) {
+  using checks::failed;
+  using checks::mistrusted;
+  using checks::passed;
+  const bool lse = !k_lse.empty();
+
+  const auto m_out = metrics::compare(k_out, ref.out);
+  const auto b_out = metrics::compare(emu.out, ref.out);
+  const auto f_out = metrics::compare(rev.out, emu.out);
+  std::optional<metrics::Comparison> m_lse, b_lse, f_lse;
+  if (lse) {
+    m_lse = metrics::compare(k_lse, ref.lse);
+    b_lse = metrics::compare(emu.lse, ref.lse);
+    f_lse = metrics::compare(rev.lse, emu.lse);
+  }
+  auto measured = metric_set(m_out, lse ? &*m_lse : nullptr);
+  const auto budget = metric_set(b_out, lse ? &*b_lse : nullptr);
+  const auto floor = metric_set(f_out, lse ? &*f_lse : nullptr);
+  if (row.bad_fraction) measured["bad_fraction"] = bad_fraction(k_out, ref.out, *row.bad_fraction);
+
+  nlohmann::json fig;
+  nlohmann::json jm, jb, jf;
+  metrics::to_json(jm, m_out);
+  metrics::to_json(jb, b_out);
+  metrics::to_json(jf, f_out);
+  fig["out"] = {{"measured", jm}, {"budget", jb}, {"floor", jf}};
+  if (lse) {
+    metrics::to_json(jm, *m_lse);
+    metrics::to_json(jb, *b_lse);
+    metrics::to_json(jf, *f_lse);
+    fig["lse"] = {{"measured", jm}, {"budget", jb}, {"floor", jf}};
+  }
+
+  // Trust before value: a reference of norm 0 detects nothing; a degenerate kernel output
+  // (all zero, or NaN/Inf the reference does not have) is not a measurement.
+  if (m_out.norm_ref == 0) return mistrusted("FP64 reference output has norm 0: this fill detects nothing", fig);
+  if (m_out.nonfinite_mismatches > 0 || (lse && m_lse->nonfinite_mismatches > 0))
+    return mistrusted(fmt::format("unexpected NaN/Inf: out {} NaN {} Inf (reference {} / {}){}", m_out.nan_test,
+                                  m_out.inf_test, m_out.nan_ref, m_out.inf_ref,
+                                  lse ? fmt::format(", lse {} non-finite mismatches", m_lse->nonfinite_mismatches) : ""),
+                      fig);
+  if (m_out.norm_test == 0) return mistrusted("kernel output is all zero while the reference is not", fig);
+
+  auto j = judge(row, measured, budget, floor);
+  fig["judgement"] = j.figures;
+  if (!j.pass) return failed(j.reason, fig);
+  return passed(fig);
+}
+
+}  // namespace attest::conformance
