@@ -41,6 +41,8 @@ attest_library(attest_conformance
 target_include_directories(attest_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 if(NOT ATTEST_GPU STREQUAL "none")
   target_compile_definitions(attest_conformance PRIVATE ATTEST_GPU_BACKEND="${ATTEST_GPU}")
+  # Device checks (graph capture/replay, device poison/canary/churn) use the GPU host API (gpuq).
+  target_link_libraries(attest_conformance PUBLIC attest_gpu)
 endif()
 
 # --- CLI: gate, qualify, run, list ---

@@ -21,6 +21,14 @@ std::unique_ptr<Check> make_masked_rows();
 std::unique_ptr<Check> make_nonfinite();
 std::unique_ptr<Check> make_subnormal();
 std::unique_ptr<Check> make_refusal();
+// Device checks (check_graph.cpp, check_device_memory.cpp; unsupported in CPU builds).
+std::unique_ptr<Check> make_graph_replay();
+std::unique_ptr<Check> make_graph_inputs();
+std::unique_ptr<Check> make_graph_update();
+std::unique_ptr<Check> make_graph_stream();
+std::unique_ptr<Check> make_device_poison();
+std::unique_ptr<Check> make_device_canary();
+std::unique_ptr<Check> make_device_churn();
 }  // namespace checks
 
 namespace {
@@ -31,7 +39,8 @@ struct Registry {
     using namespace checks;
     for (auto make : {make_bitwise, make_accuracy, make_determinism, make_call_path, make_layout, make_poison,
                       make_canary, make_churn, make_split_kv, make_masked_rows, make_nonfinite, make_subnormal,
-                      make_refusal}) {
+                      make_refusal, make_graph_replay, make_graph_inputs, make_graph_update, make_graph_stream,
+                      make_device_poison, make_device_canary, make_device_churn}) {
       owned.push_back(make());
       view.push_back(owned.back().get());
     }

@@ -28,10 +28,16 @@ constexpr int kThreads = 256;
 struct Src {
   const float* p;
   i64 lead1, s0, s1, st, sc;
-  __device__ float at(i64 slab, i64 t, i64 c) const {
-    return p[(slab / lead1) * s0 + (slab % lead1) * s1 + t * st + c * sc];
-  }
+  __device__ float at(i64 slab, i64 t, i64 c) const { return p[slab_base(slab) + t * st + c * sc]; }
+  __device__ i64 slab_base(i64 slab) const { return (slab / lead1) * s0 + (slab % lead1) * s1; }
 };
+
+// Thread layout of the row kernels: `tpr` threads per token row (C rounded up to a warp, at most
+// the block), blockDim / tpr rows at a time, so element indices need no division.
+__device__ inline int threads_per_row(i64 C) {
+  const int w = static_cast<int>((C + 31) / 32 * 32);
+  return w < static_cast<int>(blockDim.x) ? w : static_cast<int>(blockDim.x);
+}
 
 __device__ inline void store_code(void* codes, bool wide, i64 o, std::uint32_t code) {
   if (wide) static_cast<std::uint16_t*>(codes)[o] = static_cast<std::uint16_t>(code);
@@ -92,14 +98,6 @@ struct RowsArgs {
   bool wide;
 };
 
-__device__ inline i64 local_group(const RowsArgs& a, i64 t, i64 c) {
-  if (a.s.fam == Fam::mx) return c / a.s.block;
-  if (a.s.fam == Fam::int8 || a.s.fam == Fam::fp8) {
-    if (a.s.gran == Gran::thread) return a.s.role_k ? (t % 8) / 2 : t % 8;
-  }
-  return 0;
-}
-
 __global__ void rows_kernel(RowsArgs a) {
   extern __shared__ unsigned char smem[];
   auto* amax = reinterpret_cast<std::uint32_t*>(smem);
@@ -108,33 +106,50 @@ __global__ void rows_kernel(RowsArgs a) {
   const i64 slab = static_cast<i64>(blockIdx.x) / spans_per_slab;
   const i64 t0 = (static_cast<i64>(blockIdx.x) % spans_per_slab) * a.span;
   const i64 rows = a.T - t0 < a.span ? a.T - t0 : a.span;
-  const i64 n = rows * a.C;
+  const int tpr = threads_per_row(a.C);
+  const int r_step = static_cast<int>(blockDim.x) / tpr;
+  const int r_first = static_cast<int>(threadIdx.x) / tpr, c_first = static_cast<int>(threadIdx.x) % tpr;
+  const bool active = r_first < r_step;  // threads beyond the last whole row stay idle
+  const i64 base = a.x.slab_base(slab);
+  const bool mx = a.s.fam == Fam::mx, per_thread = a.s.fam != Fam::mx && a.s.gran == Gran::thread;
+  const int mx_block = static_cast<int>(a.s.block);
   for (i64 k = threadIdx.x; k < a.local_gc; k += blockDim.x) amax[k] = 0u;
   __syncthreads();
-  const bool need_amax = a.s.fam != Fam::cast;
-  if (need_amax)
-    for (i64 e = threadIdx.x; e < n; e += blockDim.x) {
-      const i64 t = t0 + e / a.C, c = e % a.C;
-      atomicMax(&amax[local_group(a, t, c)], amax_bits(a.x.at(slab, t, c)));
+  if (a.s.fam != Fam::cast && active)
+    for (i64 r = r_first; r < rows; r += r_step) {
+      const i64 t = t0 + r;
+      const float* row = a.x.p + base + t * a.x.st;
+      const int tg = per_thread ? (a.s.role_k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
+      std::uint32_t m = 0u;  // this thread's partial max of a row group (non-MX)
+      for (int c = c_first; c < a.C; c += tpr) {
+        const std::uint32_t b = amax_bits(row[c * a.x.sc]);
+        if (mx) atomicMax(&amax[c / mx_block], b);
+        else m = b > m ? b : m;
+      }
+      if (!mx && m != 0u) atomicMax(&amax[tg], m);
     }
   __syncthreads();
   for (i64 k = threadIdx.x; k < a.local_gc; k += blockDim.x) {
     gs[k] = group_scale(ffrom(amax[k]), a.s);
     // Global scale index of local group k: the span's first row stands for every row of a
-    // block/warp group; per_thread group k sits in row t0 + k of the tile pattern; mx group k
+    // block/warp group; per_thread group k sits at offset k of the span's scale row; mx group k
     // at channel k * block.
-    i64 gk = 0;
-    if (a.s.fam == Fam::mx) gk = group_index(a.s, a.g, slab, t0, k * a.s.block);
-    else if (a.s.fam == Fam::cast) gk = -1;
-    else if (a.s.gran == Gran::thread) gk = group_index(a.s, a.g, slab, t0, 0) + k;
-    else gk = group_index(a.s, a.g, slab, t0, 0);
-    if (gk >= 0) store_scale(a.scales, a.s.fam == Fam::mx, gk, gs[k].stored);
+    i64 gk = -1;
+    if (mx) gk = group_index(a.s, a.g, slab, t0, k * a.s.block);
+    else if (a.s.fam != Fam::cast) gk = group_index(a.s, a.g, slab, t0, 0) + (per_thread ? k : 0);
+    if (gk >= 0) store_scale(a.scales, mx, gk, gs[k].stored);
   }
   __syncthreads();
-  for (i64 e = threadIdx.x; e < n; e += blockDim.x) {
-    const i64 t = t0 + e / a.C, c = e % a.C;
-    const std::uint32_t code = element_code(a.x.at(slab, t, c), gs[local_group(a, t, c)], a.s);
-    store_code(a.codes, a.wide, (slab * a.T + t) * a.C + c, code);
+  if (!active) return;
+  for (i64 r = r_first; r < rows; r += r_step) {
+    const i64 t = t0 + r;
+    const float* row = a.x.p + base + t * a.x.st;
+    const i64 o = (slab * a.T + t) * a.C;
+    const int tg = per_thread ? (a.s.role_k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
+    for (int c = c_first; c < a.C; c += tpr) {
+      const GroupScale& g = gs[mx ? c / mx_block : tg];
+      store_code(a.codes, a.wide, o + c, element_code(row[c * a.x.sc], g, a.s));
+    }
   }
 }
 
@@ -177,11 +192,18 @@ __global__ void scales_kernel(Scheme s, i64 groups, const std::uint32_t* amax, v
   store_scale(scales, false, k, gs[k].stored);
 }
 
-__global__ void codes_kernel(Src x, Scheme s, Grid g, i64 n, i64 T, i64 C, const GroupScale* gs, void* codes, bool wide) {
-  const i64 total = n * T * C;
-  for (i64 e = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; e < total; e += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 c = e % C, t = (e / C) % T, slab = e / (C * T);
-    store_code(codes, wide, e, element_code(x.at(slab, t, c), gs[group_index(s, g, slab, t, c)], s));
+__global__ void codes_kernel(Src x, Scheme s, i64 n, i64 T, i64 C, const GroupScale* gs, void* codes, bool wide) {
+  const int tpr = threads_per_row(C);
+  const int r_step = static_cast<int>(blockDim.x) / tpr;
+  const int r_first = static_cast<int>(threadIdx.x) / tpr, c_first = static_cast<int>(threadIdx.x) % tpr;
+  if (r_first >= r_step) return;
+  const bool per_channel = s.gran == Gran::channel;
+  for (i64 r = static_cast<i64>(blockIdx.x) * r_step + r_first; r < n * T; r += static_cast<i64>(gridDim.x) * r_step) {
+    const i64 slab = r / T, t = r % T;
+    const float* row = x.p + x.slab_base(slab) + t * x.st;
+    const GroupScale* gr = per_channel ? gs + slab * C : gs;  // per_tensor: group 0
+    for (int c = c_first; c < C; c += tpr)
+      store_code(codes, wide, r * C + c, element_code(row[c * x.sc], gr[per_channel ? c : 0], s));
   }
 }
 
@@ -302,9 +324,10 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
       ATTEST_GPU_CHECK_LAUNCH();
     }
     if (total > 0) {
-      const i64 want = (total + kThreads - 1) / kThreads;
+      const i64 rows_per_block = C >= kThreads ? 1 : kThreads / ((C + 31) / 32 * 32);
+      const i64 want = (n * T + rows_per_block - 1) / rows_per_block;
       const unsigned grid = static_cast<unsigned>(want < 65536 * 8 ? want : 65536 * 8);
-      hipLaunchKernelGGL(codes_kernel, dim3(grid), dim3(kThreads), 0, stream, src, s, g, n, T, C, gs, a.codes, wide);
+      hipLaunchKernelGGL(codes_kernel, dim3(grid), dim3(kThreads), 0, stream, src, s, n, T, C, gs, a.codes, wide);
       ATTEST_GPU_CHECK_LAUNCH();
     }
     return;
@@ -329,8 +352,9 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
   if (ra.local_gc < 1) ra.local_gc = 1;
   const std::size_t shared = ((static_cast<std::size_t>(ra.local_gc) * 4 + 15) / 16) * 16 +
                              static_cast<std::size_t>(ra.local_gc) * sizeof(GroupScale);
-  const i64 per_block = ra.span * C;
-  const int threads = per_block >= kThreads ? kThreads : static_cast<int>((per_block + 31) / 32 * 32);
+  // Enough threads for the span's rows at one warp-rounded row each, at most kThreads.
+  const i64 row_threads = (C + 31) / 32 * 32, per_block = ra.span * row_threads;
+  const int threads = per_block >= kThreads ? kThreads : static_cast<int>(per_block);
   hipLaunchKernelGGL(rows_kernel, dim3(static_cast<unsigned>(spans)), dim3(threads), shared, stream, ra);
   ATTEST_GPU_CHECK_LAUNCH();
 }

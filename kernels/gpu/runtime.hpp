@@ -42,6 +42,8 @@ inline constexpr hipStreamCaptureMode hipStreamCaptureModeRelaxed = cudaStreamCa
 inline constexpr unsigned hipStreamNonBlocking = cudaStreamNonBlocking;
 inline constexpr hipError_t hipErrorNoDevice = cudaErrorNoDevice;
 inline constexpr hipError_t hipErrorInsufficientDriver = cudaErrorInsufficientDriver;
+inline constexpr hipError_t hipErrorNotReady = cudaErrorNotReady;
+inline constexpr hipGraphExecUpdateResult hipGraphExecUpdateSuccess = cudaGraphExecUpdateSuccess;
 
 // Functions: same signatures as HIP (which copied CUDA's), so plain forwarding.
 inline hipError_t hipMalloc(void** p, size_t n) { return cudaMalloc(p, n); }
@@ -58,6 +60,7 @@ inline hipError_t hipStreamCreate(hipStream_t* s) { return cudaStreamCreate(s); 
 inline hipError_t hipStreamCreateWithFlags(hipStream_t* s, unsigned f) { return cudaStreamCreateWithFlags(s, f); }
 inline hipError_t hipStreamDestroy(hipStream_t s) { return cudaStreamDestroy(s); }
 inline hipError_t hipStreamSynchronize(hipStream_t s) { return cudaStreamSynchronize(s); }
+inline hipError_t hipStreamQuery(hipStream_t s) { return cudaStreamQuery(s); }
 inline hipError_t hipStreamBeginCapture(hipStream_t s, hipStreamCaptureMode m) { return cudaStreamBeginCapture(s, m); }
 inline hipError_t hipStreamEndCapture(hipStream_t s, hipGraph_t* g) { return cudaStreamEndCapture(s, g); }
 inline hipError_t hipEventCreate(hipEvent_t* e) { return cudaEventCreate(e); }
@@ -76,6 +79,7 @@ inline hipError_t hipGraphExecUpdate(hipGraphExec_t e, hipGraph_t g, hipGraphNod
   return err;
 }
 inline hipError_t hipGraphDestroy(hipGraph_t g) { return cudaGraphDestroy(g); }
+inline hipError_t hipGraphGetNodes(hipGraph_t g, hipGraphNode_t* nodes, size_t* n) { return cudaGraphGetNodes(g, nodes, n); }
 inline hipError_t hipGraphExecDestroy(hipGraphExec_t e) { return cudaGraphExecDestroy(e); }
 inline hipError_t hipGetDeviceCount(int* n) { return cudaGetDeviceCount(n); }
 inline hipError_t hipGetDevice(int* d) { return cudaGetDevice(d); }
