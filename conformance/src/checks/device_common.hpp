@@ -119,22 +119,29 @@ class DeviceCall {
       alloc(cu_, host.size() * 8, 0);
       cu_.mem.upload(host.data(), cu_.bytes);
     }
+    gpu::synchronize();
   }
 
   [[nodiscard]] const gpu::DeviceScheme& q_scheme() const { return qs_; }
 
+  // Host-to-device copies may return before their DMA lands, and the checks' streams are
+  // non-blocking (not ordered after the legacy stream): every setup ends with a device-wide
+  // synchronisation so no launch can race with it.
   /// Every byte of every allocation (guards included) set to the 32-bit pattern.
   void fill_all(std::uint32_t pattern) {
     for (Buf* b : {&q_, &k_, &v_, &out_, &lse_, &codes_, &scales_}) fill(*b, pattern);
+    gpu::synchronize();
   }
   /// Output allocations (guards included) set to the pattern.
   void fill_outputs(std::uint32_t pattern) {
     for (Buf* b : {&out_, &lse_, &codes_, &scales_}) fill(*b, pattern);
+    gpu::synchronize();
   }
   void upload(const datasets::Qkv& in) {
     copy_in(q_, in.q);
     copy_in(k_, in.k);
     copy_in(v_, in.v);
+    gpu::synchronize();
   }
 
   /// Enqueues quantizer + attention on `stream` (capturable: no allocation, no synchronisation).

@@ -25,6 +25,7 @@ struct QuantJob {
     std::vector<float> h(static_cast<std::size_t>(T * C));
     for (std::size_t i = 0; i < h.size(); ++i) h[i] = base + static_cast<float>(static_cast<int>(i % 97) - 48) * 0.37f;
     x.upload(h.data(), x.bytes());
+    synchronize();  // the graphs run on non-blocking streams, not ordered after this copy
   }
   void enqueue(void* stream) const {
     QuantizeArgs a;
@@ -56,6 +57,7 @@ TEST(DeviceGraph, ReplayEqualsEager) {
   for (int i = 0; i < 3; ++i) {
     job.codes.fill_bytes(0xA5);
     job.scales.fill_bytes(0xA5);
+    synchronize();  // memsets on the legacy stream are asynchronous
     g.launch(s);
     s.synchronize();
     EXPECT_EQ(job.result(), eager) << "replay " << i;
@@ -75,6 +77,7 @@ TEST(DeviceGraph, ExecUpdateMovesTheWorkToNewBuffers) {
   a.codes.fill_bytes(0x5A);
   b.codes.fill_bytes(0x5A);
   b.scales.fill_bytes(0x5A);
+  synchronize();
   const auto a_before = a.result();
   ga.launch(s);
   s.synchronize();
@@ -100,6 +103,7 @@ TEST(DeviceGraph, EscapedWorkIsDetected) {
     // empty and the outputs changed during the capture, which is what graph_stream looks at.
     QuantJob job(1.0f);
     job.codes.fill_bytes(0x11);
+    synchronize();
     const auto before = job.result();
     Stream s;
     try {
