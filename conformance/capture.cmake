@@ -11,6 +11,7 @@ if(ATTEST_BUILD_TESTS)
     LABELS unit)
   if(TARGET capture_tests)
     add_dependencies(capture_tests attest)
-    target_compile_definitions(capture_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
+    target_compile_definitions(capture_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>"
+      ATTEST_PY_CAPTURE="${PROJECT_SOURCE_DIR}/scripts/python/attest_capture.py")
   endif()
 endif()

@@ -380,5 +380,27 @@ TEST_F(CaptureCli, ExitCodesAndReports) {
   EXPECT_EQ(run("check --capture " + (dir_ / "run" / "layer0.safetensors").string() + " --layout sbhd", &log), 2) << log;
 }
 
+// The Python helper (scripts/python/attest_capture.py, numpy only) writes captures that the
+// CLI reads and passes: float64 numpy attention rounded to float32, bshd, bhsd and the
+// every-Nth-call wrapper.
+TEST_F(CaptureCli, PythonHelperCapturesPass) {
+  std::string python;
+  for (const char* cand : {"/usr/bin/python3", "python3"})
+    if (std::system((std::string(cand) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) {
+      python = cand;
+      break;
+    }
+  if (python.empty()) GTEST_SKIP() << "no python3 with numpy (scripts/setup installs python3-numpy)";
+  const auto py = dir_ / "py";
+  ASSERT_EQ(std::system((python + " " + ATTEST_PY_CAPTURE + " --selftest " + py.string() + " >/dev/null").c_str()), 0);
+  std::string log;
+  const auto json = dir_ / "py.json";
+  EXPECT_EQ(run("check --capture " + py.string() + " --json " + json.string(), &log), 0) << log;
+  std::ifstream jf(json);
+  const auto j = nlohmann::json::parse(jf);
+  EXPECT_EQ(j.at("counts").at("passed").get<int>(), 4) << log;
+  for (const auto& c : j.at("captures")) EXPECT_EQ(c.at("recipe").get<std::string>(), "f32");
+}
+
 }  // namespace
 }  // namespace attest::conformance
