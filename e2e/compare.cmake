@@ -17,3 +17,10 @@ if(TARGET e2e_compare_tests)
     ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data")
   add_dependencies(e2e_compare_tests attest)
 endif()
+
+# scripts/bench-media's measuring program (not a test).
+if(ATTEST_BUILD_BENCHMARKS)
+  add_executable(attest_media_bench compare/bench_media.cpp)
+  target_link_libraries(attest_media_bench PRIVATE attest_e2e_compare OpenMP::OpenMP_CXX)
+  attest_target_defaults(attest_media_bench)
+endif()

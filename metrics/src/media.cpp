@@ -37,45 +37,65 @@ void require_min_size(const cv::Mat& a, int min_side, SsimPreset p) {
                 std::to_string(a.rows) + " is smaller than its " + std::to_string(min_side) + " px window");
 }
 
-// The SSIM map from windowed moments (means ux, uy; raw second moments uxx, uyy, uxy), mean over
-// rows [r0, r1) x cols [c0, c1). `cov_norm` turns population into sample covariance (N/(N-1)).
-double ssim_from_moments(const cv::Mat& ux, const cv::Mat& uy, const cv::Mat& uxx, const cv::Mat& uyy,
-                         const cv::Mat& uxy, double c1, double c2, double cov_norm, int r0, int r1, int c0, int c1c) {
+// Mean SSIM over the valid region (windows fully inside the image) for a separable window `w`
+// (odd length), in float64: one pass over the image, no full-size temporaries. Per output row,
+// the vertical window sums of x, y, x^2, y^2, xy (exact integer products) for every column, then
+// the horizontal window and the map; every loop runs over columns, so it vectorises.
+// `cov_norm` turns population into sample covariance (N/(N-1)).
+double ssim_valid(const cv::Mat& a, const cv::Mat& b, const std::vector<double>& w, double c1, double c2,
+                  double cov_norm) {
+  const int k = static_cast<int>(w.size()), width = a.cols, ow = a.cols - k + 1, oh = a.rows - k + 1;
+  std::vector<double> buf(static_cast<std::size_t>(width) * 5 + static_cast<std::size_t>(ow) * 6);
+  double* vx = buf.data();
+  double* vy = vx + width;
+  double* vxx = vy + width;
+  double* vyy = vxx + width;
+  double* vxy = vyy + width;
+  double* hx = vxy + width;
+  double* hy = hx + ow;
+  double* hxx = hy + ow;
+  double* hyy = hxx + ow;
+  double* hxy = hyy + ow;
+  double* map = hxy + ow;
   double total = 0;
-  for (int r = r0; r < r1; ++r) {
-    const double* mx = ux.ptr<double>(r);
-    const double* my = uy.ptr<double>(r);
-    const double* mxx = uxx.ptr<double>(r);
-    const double* myy = uyy.ptr<double>(r);
-    const double* mxy = uxy.ptr<double>(r);
-    double row = 0;
-    for (int c = c0; c < c1c; ++c) {
-      const double vx = cov_norm * (mxx[c] - mx[c] * mx[c]);
-      const double vy = cov_norm * (myy[c] - my[c] * my[c]);
-      const double vxy = cov_norm * (mxy[c] - mx[c] * my[c]);
-      const double num = (2 * mx[c] * my[c] + c1) * (2 * vxy + c2);
-      const double den = (mx[c] * mx[c] + my[c] * my[c] + c1) * (vx + vy + c2);
-      row += num / den;
+  for (int r = 0; r < oh; ++r) {
+    std::fill(vx, vx + 5 * static_cast<std::ptrdiff_t>(width), 0.0);
+    for (int i = 0; i < k; ++i) {
+      const std::uint8_t* pa = a.ptr<std::uint8_t>(r + i);
+      const std::uint8_t* pb = b.ptr<std::uint8_t>(r + i);
+      const double wi = w[static_cast<std::size_t>(i)];
+      for (int c = 0; c < width; ++c) {
+        const double x = pa[c], y = pb[c];
+        vx[c] += wi * x;
+        vy[c] += wi * y;
+        vxx[c] += wi * (x * x);
+        vyy[c] += wi * (y * y);
+        vxy[c] += wi * (x * y);
+      }
     }
+    std::fill(hx, hx + 5 * static_cast<std::ptrdiff_t>(ow), 0.0);
+    for (int j = 0; j < k; ++j) {
+      const double wj = w[static_cast<std::size_t>(j)];
+      for (int c = 0; c < ow; ++c) {
+        hx[c] += wj * vx[c + j];
+        hy[c] += wj * vy[c + j];
+        hxx[c] += wj * vxx[c + j];
+        hyy[c] += wj * vyy[c + j];
+        hxy[c] += wj * vxy[c + j];
+      }
+    }
+    for (int c = 0; c < ow; ++c) {
+      const double mx = hx[c], my = hy[c];
+      const double sx = cov_norm * (hxx[c] - mx * mx);
+      const double sy = cov_norm * (hyy[c] - my * my);
+      const double sxy = cov_norm * (hxy[c] - mx * my);
+      map[c] = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx * mx + my * my + c1) * (sx + sy + c2));
+    }
+    double row = 0;
+    for (int c = 0; c < ow; ++c) row += map[c];
     total += row;
   }
-  return total / (static_cast<double>(r1 - r0) * static_cast<double>(c1c - c0));
-}
-
-// Windowed moments of x, y, x^2, y^2, xy through `filter` (a separable smoothing in float64).
-template <class Filter>
-double ssim_windowed(const cv::Mat& a, const cv::Mat& b, Filter filter, double c1, double c2, double cov_norm,
-                     int crop) {
-  cv::Mat x, y;
-  a.convertTo(x, CV_64F);
-  b.convertTo(y, CV_64F);
-  cv::Mat ux, uy, uxx, uyy, uxy;
-  filter(x, ux);
-  filter(y, uy);
-  filter(x.mul(x), uxx);
-  filter(y.mul(y), uyy);
-  filter(x.mul(y), uxy);
-  return ssim_from_moments(ux, uy, uxx, uyy, uxy, c1, c2, cov_norm, crop, a.rows - crop, crop, a.cols - crop);
+  return total / (static_cast<double>(ow) * static_cast<double>(oh));
 }
 
 // FFmpeg's ssim filter (libavfilter/vf_ssim.c, 8-bit): sums over 4x4 blocks, SSIM of each 8x8
@@ -245,16 +265,18 @@ double ssim(const cv::Mat& a, const cv::Mat& b, SsimPreset preset) {
   switch (preset) {
     case SsimPreset::wang: {
       require_min_size(a, 11, preset);
-      // scipy's gaussian_filter(sigma 1.5, truncate 3.5) has radius 5: the same 11 taps as
-      // getGaussianKernel(11, 1.5). The border mode is irrelevant: only full windows are kept.
-      const cv::Mat k = cv::getGaussianKernel(11, 1.5, CV_64F);
-      auto f = [&](const cv::Mat& in, cv::Mat& out) { cv::sepFilter2D(in, out, CV_64F, k, k, {-1, -1}, 0, cv::BORDER_REFLECT); };
-      return ssim_windowed(a, b, f, 6.5025, 58.5225, 1.0, 5);
+      // scipy's gaussian_filter(sigma 1.5, truncate 3.5) has radius 5: the same 11 normalised taps
+      // as getGaussianKernel(11, 1.5).
+      static const std::vector<double> gauss = [] {
+        const cv::Mat k = cv::getGaussianKernel(11, 1.5, CV_64F);
+        return std::vector<double>(k.begin<double>(), k.end<double>());
+      }();
+      return ssim_valid(a, b, gauss, 6.5025, 58.5225, 1.0);
     }
     case SsimPreset::skimage: {
       require_min_size(a, 7, preset);
-      auto f = [](const cv::Mat& in, cv::Mat& out) { cv::boxFilter(in, out, CV_64F, {7, 7}, {-1, -1}, true, cv::BORDER_REFLECT); };
-      return ssim_windowed(a, b, f, 6.5025, 58.5225, 49.0 / 48.0, 3);
+      static const std::vector<double> box(7, 1.0 / 7.0);
+      return ssim_valid(a, b, box, 6.5025, 58.5225, 49.0 / 48.0);
     }
     case SsimPreset::opencv:
       require_min_size(a, 11, preset);
