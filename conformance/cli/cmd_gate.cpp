@@ -13,6 +13,7 @@
 #include "attest/conformance/gate.hpp"
 #include "attest/core/output_files.hpp"
 #include "attest/core/status.hpp"
+#include "attest/kernels/plugin_loader.hpp"
 #include "commands.hpp"
 
 namespace attest::cli {
@@ -22,6 +23,7 @@ namespace cf = attest::conformance;
 
 struct GateArgs {
   std::string profile, cases, kernel, recipe, check, shard, out, junit, json, markdown, tolerances;
+  std::vector<std::string> plugins;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), reruns = 5;
   bool resume = false, quiet = false;
 };
@@ -39,13 +41,16 @@ void add_common(CLI::App* c, GateArgs& a) {
   c->add_option("--tolerances", a.tolerances, "Tolerance table JSON (default: the built-in conformance/tolerances.json)");
   c->add_option("--reruns", a.reruns, "Determinism reruns per case")->check(CLI::Range(1, 10000));
   c->add_flag("--quiet", a.quiet, "No progress output");
+  c->add_option("--plugin", a.plugins, "Load a kernel plugin (shared library, docs/plugin.md); its kernels join the profile. Repeatable")
+      ->allow_extra_args(false);
 }
 
 // Progress: a redrawn bar on a terminal, plain lines otherwise (each non-passed case, and a
 // line every 10%). Every non-passed case prints its repro line.
 class Progress {
  public:
-  explicit Progress(bool quiet) : quiet_(quiet), tty_(::isatty(2) == 1), t0_(std::chrono::steady_clock::now()) {}
+  Progress(bool quiet, std::string run_flags)
+      : quiet_(quiet), tty_(::isatty(2) == 1), t0_(std::chrono::steady_clock::now()), run_flags_(std::move(run_flags)) {}
   void operator()(const cf::Result& r, std::size_t done, std::size_t total) {
     const bool bad = !cf::verdict_ok(r.outcome.verdict);
     failed_ += bad;
@@ -53,8 +58,9 @@ class Progress {
     const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
     if (tty_) std::fputs("\r\033[K", stderr);
     if (bad)
-      std::fprintf(stderr, "%s %s %s %s: %s\n  attest run '%s'\n", std::string(cf::verdict_name(r.outcome.verdict)).c_str(),
-                   r.kernel.c_str(), r.recipe.c_str(), r.check.c_str(), r.outcome.reason.c_str(), r.descriptor.c_str());
+      std::fprintf(stderr, "%s %s %s %s: %s\n  attest run%s '%s'\n", std::string(cf::verdict_name(r.outcome.verdict)).c_str(),
+                   r.kernel.c_str(), r.recipe.c_str(), r.check.c_str(), r.outcome.reason.c_str(), run_flags_.c_str(),
+                   r.descriptor.c_str());
     if (quiet_) return;
     if (tty_) {
       const int width = 30, fill = total ? static_cast<int>(width * done / total) : width;
@@ -73,6 +79,7 @@ class Progress {
   bool quiet_, tty_;
   std::chrono::steady_clock::time_point t0_;
   std::size_t failed_ = 0, last_decile_ = 0;
+  std::string run_flags_;  // --plugin options a repro line needs
 };
 
 int run(const GateArgs& a, const std::string& cases, const std::string& profile, bool qualify) {
@@ -80,6 +87,11 @@ int run(const GateArgs& a, const std::string& cases, const std::string& profile,
   if (!a.tolerances.empty()) tol = std::make_unique<cf::ToleranceTable>(cf::ToleranceTable::load(a.tolerances));
   cf::GateOptions o;
   o.profile = cf::Profile::load(profile);
+  std::string run_flags;
+  for (const auto& path : a.plugins) {
+    for (const auto& k : kernels::load_plugin(path).kernels) o.profile.kernels.push_back(k);
+    run_flags += " --plugin '" + path + "'";
+  }
   o.cases = cf::CaseFile::load(cases.empty() ? (qualify ? o.profile.qualify_cases : o.profile.cases) : cases);
   o.selection = {a.kernel, a.recipe, a.check};
   o.shard = a.shard.empty() ? cf::shard_from_environment() : cf::parse_shard(a.shard);
@@ -89,7 +101,7 @@ int run(const GateArgs& a, const std::string& cases, const std::string& profile,
   o.check.determinism_runs = a.reruns;
   const std::filesystem::path out = a.out;
   o.journal = out / "results.jsonl";
-  Progress progress(a.quiet);
+  Progress progress(a.quiet, run_flags);
   o.on_result = [&](const cf::Result& r, std::size_t d, std::size_t t) { progress(r, d, t); };
   auto rep = cf::run_gate(o);
 

@@ -5,6 +5,7 @@
 
 #include "attest/conformance/gate.hpp"
 #include "attest/core/output_files.hpp"
+#include "attest/kernels/plugin_loader.hpp"
 #include "commands.hpp"
 
 namespace attest::cli {
@@ -13,6 +14,7 @@ void add_run_command(CLI::App& app) {
   struct Args {
     std::vector<std::string> descriptor;
     std::string check, json, tolerances;
+    std::vector<std::string> plugins;
     int reruns = 5;
   };
   auto a = std::make_shared<Args>();
@@ -24,7 +26,9 @@ void add_run_command(CLI::App& app) {
   c->add_option("--json", a->json, "Write the results as JSON here");
   c->add_option("--tolerances", a->tolerances, "Tolerance table JSON (default: built-in)");
   c->add_option("--reruns", a->reruns, "Determinism reruns")->check(CLI::Range(1, 10000));
+  c->add_option("--plugin", a->plugins, "Load a kernel plugin first (docs/plugin.md); repeatable")->allow_extra_args(false);
   c->callback([a] {
+    for (const auto& path : a->plugins) kernels::load_plugin(path);
     std::string text;
     for (const auto& part : a->descriptor) text += (text.empty() ? "" : " ") + part;  // unquoted use works too
     auto cs = conformance::parse_case(text);

@@ -1,0 +1,379 @@
+// The plugin loader: dlopen, validation of the C description, and the adapter that makes each
+// plugin kernel a registry Kernel. Hand-written because the ABI is ours; dlopen/dlsym are the
+// platform's loader (POSIX), there is nothing to reuse.
+#include "attest/kernels/plugin_loader.hpp"
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <mutex>
+
+#include "attest/kernels/kernel.hpp"
+#include "attest/plugin.h"
+#if ATTEST_KERNELS_PLUGIN_GPU
+#include "attest/kernels/gpu/device.hpp"
+#endif
+
+namespace attest::kernels {
+namespace {
+
+// The C enums carry the C++ enums' values, so conversions are casts.
+static_assert(ATTEST_PLUGIN_DTYPE_F64 == static_cast<int>(DType::f64) && ATTEST_PLUGIN_DTYPE_F32 == static_cast<int>(DType::f32) &&
+              ATTEST_PLUGIN_DTYPE_F16 == static_cast<int>(DType::f16) && ATTEST_PLUGIN_DTYPE_BF16 == static_cast<int>(DType::bf16) &&
+              ATTEST_PLUGIN_DTYPE_FP8_E4M3FN == static_cast<int>(DType::fp8_e4m3fn) &&
+              ATTEST_PLUGIN_DTYPE_FP8_E5M2 == static_cast<int>(DType::fp8_e5m2) && ATTEST_PLUGIN_DTYPE_I8 == static_cast<int>(DType::i8) &&
+              ATTEST_PLUGIN_DTYPE_U8 == static_cast<int>(DType::u8) && ATTEST_PLUGIN_DTYPE_I16 == static_cast<int>(DType::i16) &&
+              ATTEST_PLUGIN_DTYPE_U16 == static_cast<int>(DType::u16) && ATTEST_PLUGIN_DTYPE_I32 == static_cast<int>(DType::i32) &&
+              ATTEST_PLUGIN_DTYPE_I64 == static_cast<int>(DType::i64) && ATTEST_PLUGIN_DTYPE_B8 == static_cast<int>(DType::b8));
+static_assert(ATTEST_PLUGIN_MASK_NONE == static_cast<int>(Mask::none) && ATTEST_PLUGIN_MASK_CAUSAL_TL == static_cast<int>(Mask::causal_tl) &&
+              ATTEST_PLUGIN_MASK_CAUSAL_BR == static_cast<int>(Mask::causal_br));
+static_assert(ATTEST_PLUGIN_LAYOUT_BSHD == static_cast<int>(Layout::bshd) && ATTEST_PLUGIN_LAYOUT_BHSD == static_cast<int>(Layout::bhsd) &&
+              ATTEST_PLUGIN_LAYOUT_PACKED_QKV == static_cast<int>(Layout::packed_qkv) &&
+              ATTEST_PLUGIN_LAYOUT_STRIDED == static_cast<int>(Layout::strided));
+constexpr std::uint32_t kDtypeBits = (1u << (ATTEST_PLUGIN_DTYPE_B8 + 1)) - 1;
+constexpr std::uint32_t kMaskBits = (1u << (ATTEST_PLUGIN_MASK_CAUSAL_BR + 1)) - 1;
+constexpr std::uint32_t kLayoutBits = (1u << (ATTEST_PLUGIN_LAYOUT_STRIDED + 1)) - 1;
+constexpr std::size_t kMessageBytes = 1024;
+
+bool valid_name(const char* s, bool allow_dot) {
+  if (s == nullptr || *s == '\0') return false;
+  for (; *s != '\0'; ++s) {
+    const char c = *s;
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+                    (allow_dot && c == '.');
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// The first line of a plugin's message, bounded; the plugin may forget the terminator.
+std::string first_line(char* buf, std::size_t size) {
+  buf[size - 1] = '\0';
+  std::string s(buf);
+  s = s.substr(0, s.find_first_of("\r\n"));
+  return s.empty() ? "(no message)" : s;
+}
+
+attest_plugin_tensor c_tensor(const Tensor& t, const char* what) {
+  if (t.rank() > ATTEST_PLUGIN_MAX_RANK)
+    throw Error(std::string(what) + ": rank " + std::to_string(t.rank()) + " exceeds the plugin ABI's " +
+                std::to_string(ATTEST_PLUGIN_MAX_RANK));
+  attest_plugin_tensor c{};
+  c.struct_size = sizeof c;
+  c.dtype = static_cast<std::uint32_t>(t.dtype());
+  c.rank = t.rank();
+  c.data = t.raw();
+  for (int d = 0; d < t.rank(); ++d) {
+    c.shape[d] = t.shape()[static_cast<std::size_t>(d)];
+    c.strides[d] = t.strides()[static_cast<std::size_t>(d)];
+  }
+  return c;
+}
+
+struct ProblemC {
+  attest_plugin_problem c{};
+  std::string text;
+  explicit ProblemC(const Problem& p) : text(to_string(p)) {
+    c.struct_size = sizeof c;
+    c.mask = static_cast<std::uint32_t>(p.mask);
+    c.layout = static_cast<std::uint32_t>(p.layout);
+    c.dtype = static_cast<std::uint32_t>(p.dtype);
+    c.batch = p.batch;
+    c.heads_q = p.heads_q;
+    c.heads_kv = p.heads_kv;
+    c.seqlen_q = p.seqlen_q;
+    c.seqlen_kv = p.seqlen_kv;
+    c.head_dim = p.head_dim;
+    c.head_dim_v = p.head_dim_v;
+    c.pad = p.pad;
+    c.softmax_scale = p.scale();
+    if (p.ragged()) {
+      c.cu_seqlens_q = p.cu_seqlens_q.data();
+      c.cu_seqlens_kv = p.cu_seqlens_kv.data();
+    }
+    c.text = text.c_str();
+  }
+};
+
+// One loaded library: its handle (never closed: registry entries point into its code) and the
+// lock that serialises kernels that do not declare ATTEST_PLUGIN_CAP_THREAD_SAFE.
+struct Library {
+  std::string file;  // as given, for messages
+  std::string name;
+  std::mutex serial;
+};
+
+class PluginKernel final : public Kernel {
+ public:
+  PluginKernel(std::shared_ptr<Library> lib, const attest_plugin_kernel& k, std::vector<std::string> recipes)
+      : lib_(std::move(lib)), k_(k), name_("plugin." + lib_->name + "." + k.name), backend_(k.backend),
+        recipes_(std::move(recipes)) {
+    configs_.emplace_back();
+    for (std::uint32_t i = 0; i < k.n_configs; ++i)
+      if (*k.configs[i] != '\0') configs_.emplace_back(k.configs[i]);
+  }
+
+  std::string name() const override { return name_; }
+  std::string backend() const override { return "plugin:" + backend_; }
+  std::vector<std::string> recipes() const override { return recipes_; }
+  std::vector<std::string> configs() const override { return configs_; }
+  Capabilities capabilities() const override {
+    Capabilities c;
+    c.head_dims.assign(k_.head_dims, k_.head_dims + k_.n_head_dims);
+    c.masks.clear();
+    for (Mask m : {Mask::none, Mask::causal_tl, Mask::causal_br})
+      if ((k_.masks >> static_cast<int>(m) & 1u) != 0) c.masks.push_back(m);
+    c.layouts.clear();
+    for (Layout l : {Layout::bshd, Layout::bhsd, Layout::packed_qkv, Layout::strided})
+      if ((k_.layouts >> static_cast<int>(l) & 1u) != 0) c.layouts.push_back(l);
+    const auto has = [&](std::uint32_t bit) { return (k_.flags & bit) != 0; };
+    c.gqa = has(ATTEST_PLUGIN_CAP_GQA);
+    c.cross = has(ATTEST_PLUGIN_CAP_CROSS);
+    c.ragged = has(ATTEST_PLUGIN_CAP_RAGGED);
+    c.head_dim_v = has(ATTEST_PLUGIN_CAP_HEAD_DIM_V);
+    c.lse = has(ATTEST_PLUGIN_CAP_LSE);
+    c.graph_capturable = has(ATTEST_PLUGIN_CAP_GRAPH_CAPTURABLE);
+    c.deterministic = has(ATTEST_PLUGIN_CAP_DETERMINISTIC);
+    c.bitwise = has(ATTEST_PLUGIN_CAP_BITWISE);
+    return c;
+  }
+
+  Status supports(const Problem& p, const Recipe& r) const override {
+    if (auto st = Kernel::supports(p, r); !st) return st;
+    if (k_.dtypes != 0 && (k_.dtypes >> static_cast<int>(p.dtype) & 1u) == 0)
+      return Status::unsupported("problem dtype " + std::string(dtype_name(p.dtype)) + " not supported");
+    if (k_.memory == ATTEST_PLUGIN_MEMORY_DEVICE) {
+#if ATTEST_KERNELS_PLUGIN_GPU
+      if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");
+#else
+      return Status::unsupported("device-memory plugin kernel, and this attest build has no GPU backend");
+#endif
+    }
+    if (k_.supports != nullptr) {
+      const ProblemC pc(p);
+      const std::string recipe = to_string(r);
+      char reason[kMessageBytes] = {};
+      if (k_.supports(k_.context, &pc.c, recipe.c_str(), reason, sizeof reason) != 1)
+        return Status::unsupported(first_line(reason, sizeof reason));
+    }
+    return Status::ok();
+  }
+
+  void run(const Args& a) override {
+    if (auto st = supports(a.problem, a.recipe); !st) throw Error(name_ + ": " + st.reason());
+    ProblemC pc(a.problem);
+    const std::string recipe = to_string(a.recipe), label = recipe_label(a.recipe), config(a.config);
+    Tensors t{c_tensor(a.q, "q"), c_tensor(a.k, "k"), c_tensor(a.v, "v"), c_tensor(a.out, "out"), {}};
+    if (a.lse != nullptr) t.lse = c_tensor(*a.lse, "lse");
+    attest_plugin_run_args ra{};
+    ra.struct_size = sizeof ra;
+    ra.problem = &pc.c;
+    ra.recipe = recipe.c_str();
+    ra.recipe_label = label.c_str();
+    ra.config = config.c_str();
+    ra.q = &t.q;
+    ra.k = &t.k;
+    ra.v = &t.v;
+    ra.out = &t.out;
+    ra.lse = a.lse != nullptr ? &t.lse : nullptr;
+    if (k_.memory == ATTEST_PLUGIN_MEMORY_DEVICE) {
+      run_device(a, pc, t, ra);
+    } else {
+      call(ra);
+    }
+  }
+
+ private:
+  struct Tensors {
+    attest_plugin_tensor q, k, v, out, lse;
+  };
+
+  void call(const attest_plugin_run_args& ra) {
+    char message[kMessageBytes] = {};
+    int rc = 0;
+    if ((k_.flags & ATTEST_PLUGIN_CAP_THREAD_SAFE) != 0) {
+      rc = k_.run(k_.context, &ra, message, sizeof message);
+    } else {
+      const std::lock_guard<std::mutex> lock(lib_->serial);
+      rc = k_.run(k_.context, &ra, message, sizeof message);
+    }
+    if (rc != 0)
+      throw Error("plugin kernel " + name_ + " (" + lib_->file + ") reported failure " + std::to_string(rc) + ": " +
+                  first_line(message, sizeof message));
+  }
+
+#if ATTEST_KERNELS_PLUGIN_GPU
+  // Device kernels get device copies of every buffer (one per distinct host buffer, so views of
+  // one allocation stay views, and guard zones around out/lse travel with it), run on the default
+  // stream, and the written buffers come back whole.
+  void run_device(const Args& a, ProblemC& pc, Tensors& ct, attest_plugin_run_args& ra) {
+    std::map<const std::byte*, gpu::DeviceBuffer> buffers;
+    auto to_device = [&](const Tensor& t, attest_plugin_tensor& c) {
+      const auto st = t.storage();
+      auto it = buffers.find(st.data());
+      if (it == buffers.end()) {
+        gpu::DeviceBuffer buf(st.size());
+        buf.upload(st.data(), st.size());
+        it = buffers.emplace(st.data(), std::move(buf)).first;
+      }
+      c.data = it->second.as<std::byte>() + (t.raw() - st.data());
+    };
+    to_device(a.q, ct.q);
+    to_device(a.k, ct.k);
+    to_device(a.v, ct.v);
+    to_device(a.out, ct.out);
+    if (a.lse != nullptr) to_device(*a.lse, ct.lse);
+    gpu::DeviceBuffer cu;
+    const Problem& p = a.problem;
+    if (p.ragged()) {
+      std::vector<std::int64_t> host(p.cu_seqlens_q);
+      host.insert(host.end(), p.cu_seqlens_kv.begin(), p.cu_seqlens_kv.end());
+      cu = gpu::DeviceBuffer(host.size() * sizeof(std::int64_t));
+      cu.upload(host.data(), cu.bytes());
+      pc.c.cu_seqlens_q_device = cu.as<std::int64_t>();
+      pc.c.cu_seqlens_kv_device = cu.as<std::int64_t>() + p.cu_seqlens_q.size();
+    }
+    ra.stream = nullptr;
+    call(ra);
+    gpu::synchronize();
+    for (const Tensor* t : {&a.out, a.lse}) {
+      if (t == nullptr) continue;
+      const auto st = t->storage();
+      buffers.at(st.data()).download(st.data(), st.size());
+    }
+  }
+#else
+  void run_device(const Args&, ProblemC&, Tensors&, attest_plugin_run_args&) {
+    throw Error(name_ + ": device-memory plugin kernel, and this attest build has no GPU backend");
+  }
+#endif
+
+  std::shared_ptr<Library> lib_;
+  attest_plugin_kernel k_;  // a copy of the version-1 fields (the plugin's struct may be larger)
+  std::string name_, backend_;
+  std::vector<std::string> recipes_, configs_;
+};
+
+// Validates one kernel description; returns its recipe labels. `where` names plugin and kernel.
+std::vector<std::string> validate_kernel(const attest_plugin_kernel& k, const std::string& where) {
+  auto fail = [&](const std::string& what) { throw Error(where + ": " + what); };
+  if (k.backend == nullptr || *k.backend == '\0') fail("backend is empty");
+  if (k.memory != ATTEST_PLUGIN_MEMORY_HOST && k.memory != ATTEST_PLUGIN_MEMORY_DEVICE)
+    fail("memory " + std::to_string(k.memory) + " is neither HOST (0) nor DEVICE (1)");
+  if (k.run == nullptr) fail("run is NULL");
+  if (k.n_recipes == 0 || k.recipes == nullptr) fail("lists no recipe");
+  if (k.n_configs != 0 && k.configs == nullptr) fail("n_configs is " + std::to_string(k.n_configs) + " but configs is NULL");
+  for (std::uint32_t i = 0; i < k.n_configs; ++i)
+    if (k.configs[i] == nullptr) fail("configs[" + std::to_string(i) + "] is NULL");
+  if (k.n_head_dims != 0 && k.head_dims == nullptr) fail("n_head_dims is " + std::to_string(k.n_head_dims) + " but head_dims is NULL");
+  for (std::uint32_t i = 0; i < k.n_head_dims; ++i)
+    if (k.head_dims[i] < 1) fail("head_dims[" + std::to_string(i) + "] = " + std::to_string(k.head_dims[i]) + " is not >= 1");
+  if (k.masks == 0 || (k.masks & ~kMaskBits) != 0) fail("masks bits " + std::to_string(k.masks) + " are empty or unknown");
+  if (k.layouts == 0 || (k.layouts & ~kLayoutBits) != 0) fail("layouts bits " + std::to_string(k.layouts) + " are empty or unknown");
+  if ((k.dtypes & ~kDtypeBits) != 0) fail("dtypes bits " + std::to_string(k.dtypes) + " name unknown dtypes");
+  if ((k.flags & ~ATTEST_PLUGIN_CAP_ALL) != 0) fail("flags " + std::to_string(k.flags) + " hold unknown ATTEST_PLUGIN_CAP bits");
+  std::vector<std::string> labels;
+  for (std::uint32_t i = 0; i < k.n_recipes; ++i) {
+    if (k.recipes[i] == nullptr) fail("recipes[" + std::to_string(i) + "] is NULL");
+    try {
+      labels.push_back(recipe_label(parse_recipe(k.recipes[i])));
+    } catch (const Error& e) {
+      fail("recipes[" + std::to_string(i) + "]: " + e.what());
+    }
+  }
+  return labels;
+}
+
+struct State {
+  std::mutex lock;
+  std::map<std::filesystem::path, LoadedPlugin> loaded;  // by canonical path
+};
+State& state() {
+  static State s;
+  return s;
+}
+
+}  // namespace
+
+LoadedPlugin load_plugin(const std::filesystem::path& path) {
+  const std::string file = path.string();
+  const std::string where = "plugin '" + file + "'";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(where + ": no such file");
+  const auto canonical = std::filesystem::canonical(path, ec);
+  if (ec) throw Error(where + ": " + ec.message());
+  auto& st = state();
+  const std::lock_guard<std::mutex> guard(st.lock);
+  if (auto it = st.loaded.find(canonical); it != st.loaded.end()) return it->second;
+
+  // RTLD_LOCAL: two plugins may define the same symbols; RTLD_NOW: an unresolved symbol is an
+  // error here, not a crash in the middle of a gate run.
+  void* handle = ::dlopen(canonical.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* err = ::dlerror();
+    throw Error(where + ": cannot load: " + (err != nullptr ? err : "unknown dlopen error"));
+  }
+  // From here on a refusal closes the library again: nothing of it stays registered or mapped.
+  struct Closer {
+    void* h;
+    ~Closer() {
+      if (h != nullptr) ::dlclose(h);
+    }
+  } closer{handle};
+  ::dlerror();
+  void* sym = ::dlsym(handle, ATTEST_PLUGIN_QUERY_SYMBOL);
+  if (sym == nullptr)
+    throw Error(where + ": no symbol " ATTEST_PLUGIN_QUERY_SYMBOL " (not an attest plugin, or the function is not exported "
+                "with ATTEST_PLUGIN_EXPORT and C linkage)");
+  attest_plugin_query_fn query = nullptr;
+  static_assert(sizeof query == sizeof sym);
+  std::memcpy(&query, &sym, sizeof query);  // POSIX guarantees object and function pointers convert
+  const attest_plugin_info* info = query(ATTEST_PLUGIN_ABI_VERSION);
+  if (info == nullptr)
+    throw Error(where + ": " ATTEST_PLUGIN_QUERY_SYMBOL "(" + std::to_string(ATTEST_PLUGIN_ABI_VERSION) +
+                ") returned NULL (the plugin refuses this ABI version)");
+  // struct_size and abi_version are the first two fields in every version.
+  if (info->abi_version != ATTEST_PLUGIN_ABI_VERSION)
+    throw Error(where + ": built for attest plugin ABI version " + std::to_string(info->abi_version) +
+                ", this attest speaks version " + std::to_string(ATTEST_PLUGIN_ABI_VERSION));
+  if (info->struct_size < sizeof(attest_plugin_info))
+    throw Error(where + ": attest_plugin_info.struct_size is " + std::to_string(info->struct_size) + " bytes, ABI version " +
+                std::to_string(ATTEST_PLUGIN_ABI_VERSION) + " needs at least " + std::to_string(sizeof(attest_plugin_info)) +
+                " (built against another attest/plugin.h?)");
+  if (!valid_name(info->name, false)) throw Error(where + ": plugin name is empty or not [A-Za-z0-9_-]+");
+  if (info->n_kernels == 0 || info->kernels == nullptr) throw Error(where + " (" + info->name + "): lists no kernels");
+
+  auto lib = std::make_shared<Library>();
+  lib->file = file;
+  lib->name = info->name;
+  LoadedPlugin out;
+  out.path = path;
+  out.name = info->name;
+  out.version = info->version != nullptr ? info->version : "";
+  std::vector<std::unique_ptr<Kernel>> made;
+  for (std::uint32_t i = 0; i < info->n_kernels; ++i) {
+    const attest_plugin_kernel* k = info->kernels[i];
+    const std::string kw = where + " kernel " + std::to_string(i);
+    if (k == nullptr) throw Error(kw + ": NULL");
+    if (k->struct_size < sizeof(attest_plugin_kernel))
+      throw Error(kw + ": attest_plugin_kernel.struct_size is " + std::to_string(k->struct_size) + " bytes, ABI version " +
+                  std::to_string(ATTEST_PLUGIN_ABI_VERSION) + " needs at least " + std::to_string(sizeof(attest_plugin_kernel)) +
+                  " (built against another attest/plugin.h?)");
+    if (!valid_name(k->name, true)) throw Error(kw + ": name is empty or not [A-Za-z0-9_.-]+");
+    const std::string full = "plugin." + lib->name + "." + k->name;
+    auto labels = validate_kernel(*k, where + " kernel " + k->name);
+    if (Registry::instance().find(full) != nullptr ||
+        std::find(out.kernels.begin(), out.kernels.end(), full) != out.kernels.end())
+      throw Error(where + ": kernel " + full + " is already registered");
+    made.push_back(std::make_unique<PluginKernel>(lib, *k, std::move(labels)));
+    out.kernels.push_back(full);
+  }
+  for (auto& k : made) Registry::instance().add(std::move(k));
+  closer.h = nullptr;  // registered: the library stays for the life of the process
+  st.loaded.emplace(canonical, out);
+  return out;
+}
+
+}  // namespace attest::kernels

@@ -1,0 +1,82 @@
+/* Deliberately broken plugins for the loader's error paths, one per value of BAD_PLUGIN:
+ *   no_symbol       exports no attest_plugin_query
+ *   wrong_version   abi_version = ATTEST_PLUGIN_ABI_VERSION + 1
+ *   small_info      attest_plugin_info.struct_size smaller than version 1's
+ *   small_kernel    attest_plugin_kernel.struct_size smaller than version 1's
+ *   refuses         attest_plugin_query returns NULL
+ *   bad_recipe      a kernel lists a recipe attest cannot parse
+ *   dup_kernel      two kernels with one name
+ *   failing         a valid kernel whose run reports failure (code 3, a two-line message)
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "attest/plugin.h"
+
+#define BAD_no_symbol 1
+#define BAD_wrong_version 2
+#define BAD_small_info 3
+#define BAD_small_kernel 4
+#define BAD_refuses 5
+#define BAD_bad_recipe 6
+#define BAD_dup_kernel 7
+#define BAD_failing 8
+#define BAD_CAT2(a, b) a##b
+#define BAD_CAT(a, b) BAD_CAT2(a, b)
+#define BAD BAD_CAT(BAD_, BAD_PLUGIN)
+#define BAD_STR1(x) #x
+#define BAD_STR(x) BAD_STR1(x)
+
+static int run(void* context, const attest_plugin_run_args* args, char* message, size_t size) {
+  (void)context;
+  (void)args;
+  snprintf(message, size, "device ran out of bananas\nsecond line that attest drops");
+  return 3;
+}
+
+#if BAD == BAD_bad_recipe
+static const char* const kRecipes[] = {"f32", "p=fp7"};
+#define N_RECIPES 2
+#else
+static const char* const kRecipes[] = {"f32"};
+#define N_RECIPES 1
+#endif
+
+#if BAD == BAD_small_kernel
+#define KERNEL_SIZE 16
+#else
+#define KERNEL_SIZE sizeof(attest_plugin_kernel)
+#endif
+
+static const attest_plugin_kernel kKernel = {KERNEL_SIZE, ATTEST_PLUGIN_MEMORY_HOST, "k", "cpu", kRecipes, N_RECIPES, 0, NULL,
+                                             NULL, 0, 1u, 1u, 0, ATTEST_PLUGIN_CAP_LSE | ATTEST_PLUGIN_CAP_DETERMINISTIC,
+                                             0, NULL, run, NULL};
+#if BAD == BAD_dup_kernel
+static const attest_plugin_kernel* const kKernels[] = {&kKernel, &kKernel};
+#else
+static const attest_plugin_kernel* const kKernels[] = {&kKernel};
+#endif
+
+static const attest_plugin_info kInfo = {
+#if BAD == BAD_small_info
+    8,
+#else
+    sizeof(attest_plugin_info),
+#endif
+#if BAD == BAD_wrong_version
+    ATTEST_PLUGIN_ABI_VERSION + 1,
+#else
+    ATTEST_PLUGIN_ABI_VERSION,
+#endif
+    "bad_" BAD_STR(BAD_PLUGIN), "0", kKernels, sizeof kKernels / sizeof kKernels[0], 0};
+
+#if BAD != BAD_no_symbol
+ATTEST_PLUGIN_EXPORT const attest_plugin_info* attest_plugin_query(uint32_t host_abi_version) {
+  (void)host_abi_version;
+  /* refuses: NULL (kInfo is still referenced, so every variant compiles the same tables) */
+  return BAD == BAD_refuses ? NULL : &kInfo;
+}
+#else
+/* Exported, but under another name: the loader must not find attest_plugin_query. */
+ATTEST_PLUGIN_EXPORT const attest_plugin_info* attest_plugin_query_v0(void) { return &kInfo; }
+#endif

@@ -1,0 +1,289 @@
+// The plugin ABI end to end: every loader error path (one line each, nothing registered), the
+// example plugin's kernels against closed forms and through the gate on the smoke set, the
+// faulty plugin's dropped KV tile caught exactly where a row spans more than one tile, a kernel
+// that reports failure, and `attest gate/run --plugin` on the command line.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+
+#include "attest/conformance/gate.hpp"
+#include "attest/kernels/kernel.hpp"
+#include "attest/kernels/plugin_loader.hpp"
+#include "attest/plugin.h"
+
+namespace attest::kernels {
+namespace {
+
+namespace cf = attest::conformance;
+namespace fs = std::filesystem;
+
+std::string bad(const char* which) { return std::string(ATTEST_BAD_PLUGIN_DIR) + "/attest_bad_plugin_" + which + ".so"; }
+
+std::string load_error(const std::string& path) {
+  try {
+    load_plugin(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+
+void expect_error(const std::string& path, const std::string& needle) {
+  const std::string e = load_error(path);
+  EXPECT_NE(e.find("plugin '" + path + "'"), std::string::npos) << e;  // names the file
+  EXPECT_NE(e.find(needle), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << "not one line: " << e;
+}
+
+TEST(PluginLoader, MissingFile) { expect_error("/nonexistent/attest_plugin.so", ": no such file"); }
+
+TEST(PluginLoader, NotASharedLibrary) {
+  const fs::path p = fs::temp_directory_path() / ("attest_not_a_plugin_" + std::to_string(::getpid()) + ".so");
+  std::ofstream(p) << "not an ELF file\n";
+  expect_error(p.string(), ": cannot load: ");
+  fs::remove(p);
+}
+
+TEST(PluginLoader, MissingSymbol) { expect_error(bad("no_symbol"), ": no symbol attest_plugin_query"); }
+
+TEST(PluginLoader, WrongVersion) {
+  expect_error(bad("wrong_version"), ": built for attest plugin ABI version 2, this attest speaks version 1");
+}
+
+TEST(PluginLoader, InfoStructTooSmall) {
+  expect_error(bad("small_info"), ": attest_plugin_info.struct_size is 8 bytes, ABI version 1 needs at least " +
+                                      std::to_string(sizeof(attest_plugin_info)));
+}
+
+TEST(PluginLoader, KernelStructTooSmall) {
+  expect_error(bad("small_kernel"), " kernel 0: attest_plugin_kernel.struct_size is 16 bytes, ABI version 1 needs at least " +
+                                        std::to_string(sizeof(attest_plugin_kernel)));
+}
+
+TEST(PluginLoader, QueryRefusesTheHost) { expect_error(bad("refuses"), ": attest_plugin_query(1) returned NULL"); }
+
+TEST(PluginLoader, UnparsableRecipe) {
+  expect_error(bad("bad_recipe"), " kernel k: recipes[1]: ");
+  EXPECT_EQ(Registry::instance().find("plugin.bad_bad_recipe.k"), nullptr);
+}
+
+TEST(PluginLoader, DuplicateKernelRegistersNothing) {
+  expect_error(bad("dup_kernel"), ": kernel plugin.bad_dup_kernel.k is already registered");
+  EXPECT_EQ(Registry::instance().find("plugin.bad_dup_kernel.k"), nullptr);  // all or nothing
+}
+
+TEST(PluginLoader, LoadsTheExampleOnce) {
+  const auto a = load_plugin(ATTEST_EXAMPLE_PLUGIN);
+  EXPECT_EQ(a.name, "example");
+  EXPECT_EQ(a.version, "1.0");
+  EXPECT_EQ(a.kernels, (std::vector<std::string>{"plugin.example.online_f32", "plugin.example.online_f64"}));
+  const auto b = load_plugin(ATTEST_EXAMPLE_PLUGIN);  // same file again: no duplicate registration
+  EXPECT_EQ(b.kernels, a.kernels);
+  const Kernel* k = Registry::instance().find("plugin.example.online_f32");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->backend(), "plugin:cpu");
+  EXPECT_EQ(k->recipes(), std::vector<std::string>{"f32"});
+  EXPECT_EQ(k->configs(), std::vector<std::string>{""});
+  const Capabilities c = k->capabilities();
+  EXPECT_TRUE(c.head_dims.empty());
+  EXPECT_EQ(c.masks.size(), 3u);
+  EXPECT_EQ(c.layouts.size(), 4u);
+  EXPECT_TRUE(c.gqa && c.cross && c.ragged && c.head_dim_v && c.lse && c.deterministic);
+  EXPECT_FALSE(c.bitwise || c.graph_capturable);
+  // The capabilities refuse through the registry's rules; the plugin's own supports() adds its limit.
+  EXPECT_EQ(k->supports(parse_problem("b1h1s8d64"), parse_recipe("bf16")).reason(),
+            "recipe bf16 is not implemented by plugin.example.online_f32");
+  EXPECT_EQ(k->supports(parse_problem("b1h1s8d64v1024"), parse_recipe("f32")).reason(),
+            "head_dim_v 1024 exceeds this kernel's accumulator (512)");
+  EXPECT_TRUE(k->supports(parse_problem("b1h1s8d64v512"), parse_recipe("f32")));
+}
+
+// Closed form: K = 0 makes every logit 0, so each row averages the V rows it sees. With
+// v[j][d] = j + d (small integers: every sum is exact in float) a row seeing keys [0, hi) gives
+// out[d] = (hi - 1) / 2 + d exactly and lse = log(hi).
+struct ClosedForm {
+  Problem p;
+  Tensor q, k, v, out, lse;
+  explicit ClosedForm(const std::string& problem) : p(parse_problem(problem)) {
+    q = Tensor(DType::f32, {1, p.seqlen_q, 1, p.head_dim});
+    k = Tensor(DType::f32, {1, p.seqlen_kv, 1, p.head_dim});
+    v = Tensor(DType::f32, {1, p.seqlen_kv, 1, p.head_dim_v});
+    out = Tensor(DType::f32, {1, p.seqlen_q, 1, p.head_dim_v});
+    lse = Tensor(DType::f32, {1, 1, p.seqlen_q});
+    for (std::int64_t i = 0; i < q.numel(); ++i) q.data<float>()[i] = static_cast<float>(i % 7) - 3.0f;
+    for (std::int64_t j = 0; j < p.seqlen_kv; ++j)
+      for (std::int64_t d = 0; d < p.head_dim_v; ++d) v.data<float>()[j * p.head_dim_v + d] = static_cast<float>(j + d);
+  }
+  void run(const std::string& kernel) {
+    Kernel* kn = Registry::instance().find(kernel);
+    ASSERT_NE(kn, nullptr) << kernel;
+    const Recipe r = parse_recipe("f32");
+    kn->run(Args{p, r, q, k, v, out, &lse, ""});
+  }
+};
+
+TEST(ExamplePlugin, AveragesWhatEachRowSees) {
+  load_plugin(ATTEST_EXAMPLE_PLUGIN);
+  for (const char* kernel : {"plugin.example.online_f32", "plugin.example.online_f64"}) {
+    for (const char* problem : {"b1h1s5t200d8v4", "b1h1s130t130d8v4:mask=causal_tl", "b1h1s3t150d8v4:mask=causal_br"}) {
+      ClosedForm c(problem);
+      c.run(kernel);
+      for (std::int64_t i = 0; i < c.p.seqlen_q; ++i) {
+        const std::int64_t hi = c.p.visible_keys(0, i);
+        for (std::int64_t d = 0; d < c.p.head_dim_v; ++d)
+          EXPECT_EQ(c.out.data<float>()[i * c.p.head_dim_v + d], static_cast<float>(hi - 1) / 2 + static_cast<float>(d))
+              << kernel << " " << problem << " row " << i;
+        EXPECT_NEAR(c.lse.data<float>()[i], std::log(static_cast<double>(hi)), 4e-7) << kernel << " " << problem << " row " << i;
+      }
+    }
+  }
+}
+
+TEST(FaultyPlugin, DropsTheLastKvTile) {
+  load_plugin(ATTEST_FAULTY_PLUGIN);
+  ClosedForm c("b1h1s2t200d8v4");  // tiles [0,64) [64,128) [128,192) [192,200): the last 8 keys go missing
+  c.run("plugin.faulty.online_f32_drop_last_tile");
+  EXPECT_EQ(c.out.data<float>()[0], 95.5f);  // mean of 0..191, not of 0..199
+}
+
+// The cpu profile's smoke set with the plugin's kernels joined to the profile, as
+// `attest gate --plugin` does.
+cf::GateReport gate(const LoadedPlugin& plugin, const std::string& kernels, const std::string& checks = "") {
+  cf::GateOptions o;
+  o.profile = cf::Profile::load("cpu");
+  for (const auto& k : plugin.kernels) o.profile.kernels.push_back(k);
+  o.cases = cf::CaseFile::load("smoke");
+  o.selection = {kernels, "", checks};
+  o.jobs = 2;
+  return cf::run_gate(o);
+}
+
+TEST(ExamplePlugin, PassesTheGateOnTheSmokeSet) {
+  const auto rep = gate(load_plugin(ATTEST_EXAMPLE_PLUGIN), "plugin.example.*");
+  EXPECT_EQ(rep.exit_code(), 0);
+  std::map<std::string, int> accuracy;
+  std::map<std::string, std::set<std::string>> passed;
+  for (const auto& r : rep.results) {
+    EXPECT_TRUE(cf::verdict_ok(r.outcome.verdict)) << r.descriptor << ": " << r.outcome.reason;
+    if (r.check == "accuracy") accuracy[r.kernel] += r.outcome.verdict == cf::Verdict::passed;
+    if (r.outcome.verdict == cf::Verdict::passed) passed[r.kernel].insert(r.check);
+  }
+  // Every host-side check ran and passed somewhere (bitwise and call_path do not apply: no
+  // bitwise contract, one call path; device_* and graph_* need a device-memory kernel).
+  const std::set<std::string> every{"accuracy", "determinism", "layout",      "poison",    "canary",   "churn",
+                                    "split_kv", "masked_rows", "nonfinite", "subnormal", "refusal"};
+  for (const char* k : {"plugin.example.online_f32", "plugin.example.online_f64"})
+    for (const auto& c : every) EXPECT_TRUE(passed[k].contains(c)) << k << " never passed " << c;
+  // Every smoke template applies to f32 and runs accuracy: 6 + 3 + 4 distribution groups.
+  EXPECT_EQ(accuracy["plugin.example.online_f32"], 13);
+  EXPECT_EQ(accuracy["plugin.example.online_f64"], 13);
+}
+
+// The accuracy check fails the faulty kernel on exactly the cases where the dropped tile carries
+// weight: some row sees more than one 64-key tile, and the fill is not one whose softmax mass
+// sits on a key of the first tile (sink: token 0 dominates every row; underflow: logits of
+// +-1000 leave one key per row, and the dropped keys' weights are below float resolution).
+TEST(FaultyPlugin, TheGateCatchesTheDroppedTileExactlyWhereItMatters) {
+  const auto rep = gate(load_plugin(ATTEST_FAULTY_PLUGIN), "plugin.faulty.*", "accuracy");
+  EXPECT_EQ(rep.exit_code(), 1);
+  int failed = 0, passed = 0;
+  for (const auto& r : rep.results) {
+    const Problem p = parse_problem(r.problem);
+    bool spans = false;
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      for (std::int64_t i = 0; i < p.len_q(b); ++i) spans = spans || p.visible_keys(b, i) > 64;
+    const bool weighty = spans && r.dist != "sink" && r.dist != "underflow";
+    EXPECT_EQ(r.outcome.verdict, weighty ? cf::Verdict::failed : cf::Verdict::passed) << r.descriptor << ": " << r.outcome.reason;
+    (weighty ? failed : passed) += 1;
+  }
+  EXPECT_EQ(failed, 8);  // 13 smoke groups: 3 without a second tile, sink and underflow
+  EXPECT_EQ(passed, 5);
+}
+
+TEST(PluginLoader, KernelFailureIsAnErrorVerdictWithItsMessage) {
+  const auto lp = load_plugin(bad("failing"));
+  ASSERT_EQ(lp.kernels, std::vector<std::string>{"plugin.bad_failing.k"});
+  const auto res = cf::run_cases({cf::parse_case("kernel=plugin.bad_failing.k recipe=f32 problem=b1h1s8d16 dist=normal seed=1 "
+                                                 "check=accuracy")},
+                                 cf::ToleranceTable::builtin(), {});
+  ASSERT_EQ(res.size(), 1u);
+  EXPECT_EQ(res[0].outcome.verdict, cf::Verdict::error);
+  EXPECT_NE(res[0].outcome.reason.find("plugin kernel plugin.bad_failing.k (" + bad("failing") +
+                                       ") reported failure 3: device ran out of bananas"),
+            std::string::npos)
+      << res[0].outcome.reason;
+  EXPECT_EQ(res[0].outcome.reason.find("second line"), std::string::npos) << res[0].outcome.reason;
+}
+
+// --- the command line ---
+struct Run {
+  int code = -1;
+  std::string out;
+};
+Run sh(const std::string& args) {
+  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " 2>&1";
+  Run r;
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  while (std::fgets(buf.data(), buf.size(), p) != nullptr) r.out += buf.data();
+  const int st = ::pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+class PluginCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("attest_plugin_cli_" + std::to_string(::getpid()) + "_" +
+                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "mini.cases") << "kernel=* recipe=* problem=b1h2s40t150d32 dist=normal seed=1 check=accuracy,poison\n"
+                                          "kernel=* recipe=* problem=b2h2s33d16:mask=causal_tl dist=sink seed=2 check=accuracy,canary\n";
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  std::string d(const char* sub) const { return (dir_ / sub).string(); }
+  fs::path dir_;
+};
+
+TEST_F(PluginCli, ExamplePassesAndFaultyFailsWithARunnableReproLine) {
+  auto r = sh("gate --plugin " + std::string(ATTEST_EXAMPLE_PLUGIN) + " --plugin " + ATTEST_FAULTY_PLUGIN +
+              " --kernel 'plugin.example.*' --cases " + d("mini.cases") + " --out " + d("ok") + " --quiet");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("plugin.example.online_f64"), std::string::npos) << r.out;
+
+  r = sh("gate --plugin " + std::string(ATTEST_FAULTY_PLUGIN) + " --kernel 'plugin.*' --cases " + d("mini.cases") + " --out " +
+         d("bad") + " --quiet");
+  EXPECT_EQ(r.code, 1) << r.out;
+  const std::string want = "attest run --plugin '" + std::string(ATTEST_FAULTY_PLUGIN) + "' 'kernel=plugin.faulty.";
+  const auto at = r.out.find(want);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const std::string repro = r.out.substr(at + 11, r.out.find('\n', at) - at - 11);  // after "attest run "
+  EXPECT_NE(repro.find("s40t150"), std::string::npos) << repro;  // only the case with a second tile fails
+  EXPECT_EQ(r.out.find("s33d16"), std::string::npos) << r.out;
+  const auto again = sh("run " + repro);
+  EXPECT_EQ(again.code, 1) << again.out;
+  EXPECT_NE(again.out.find("failed"), std::string::npos) << again.out;
+}
+
+TEST_F(PluginCli, LoaderErrorsAreOneLineAndExitTwo) {
+  for (const std::string& path : {std::string("/nonexistent/p.so"), bad("no_symbol"), bad("wrong_version")}) {
+    const auto r = sh("gate --plugin " + path + " --cases " + d("mini.cases") + " --out " + d("o"));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_EQ(r.out.rfind("attest: error: plugin '" + path + "': ", 0), 0u) << r.out;
+    EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+    EXPECT_FALSE(fs::exists(d("o"))) << "nothing written on an input error";
+  }
+}
+
+}  // namespace
+}  // namespace attest::kernels
