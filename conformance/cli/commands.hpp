@@ -16,8 +16,10 @@ void add_quantize_commands(CLI::App& app);  // issue 3: quantize / dequantize wi
 void add_gate_command(CLI::App& app);  // issue 4: gate + qualify; add_run_command: rerun one case; add_list_command
 void add_run_command(CLI::App& app);
 void add_list_command(CLI::App& app);
-void add_e2e_synth_commands(CLI::App& app);  // issue 9: e2e synth + e2e study (creates `e2e` if absent)
 void add_check_command(CLI::App& app);  // issue 7: check --capture FILE|DIR
+void add_bench_command(CLI::App& app);   // issue 8: bench; add_report_command: report diff/merge/html
+void add_report_command(CLI::App& app);
+void add_e2e_synth_commands(CLI::App& app);  // issue 9: e2e synth + e2e study (creates `e2e` if absent)
 /// The `e2e` parent subcommand: the existing one, or a new one added to `app` (issue 6 / 9 children).
 CLI::App* e2e_app(CLI::App& app);
 void add_e2e_compare_command(CLI::App& app);  // issue 6: e2e compare; add_metrics_commands: metrics image/audio

@@ -27,6 +27,8 @@ int main(int argc, char** argv) {
   attest::cli::add_list_command(app);
   attest::cli::add_check_command(app);
   attest::cli::add_quantize_commands(app);
+  attest::cli::add_bench_command(app);
+  attest::cli::add_report_command(app);
   attest::cli::add_e2e_synth_commands(app);
   attest::cli::add_e2e_compare_command(app);
   attest::cli::add_metrics_commands(app);

@@ -1,0 +1,538 @@
+#include "attest/conformance/bench.hpp"
+
+#include <fnmatch.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "attest/conformance/gate.hpp"
+#include "attest/core/problem.hpp"
+#include "attest/core/recipe.hpp"
+#include "attest/core/status.hpp"
+#include "attest/datasets/distributions.hpp"
+#include "attest/kernels/device_launch.hpp"
+#include "attest/kernels/kernel.hpp"
+#include "attest/reference/quantize.hpp"
+#include "bench_shapes.hpp"
+
+#if defined(ATTEST_BENCH_GPU)
+#include "attest/kernels/gpu/device.hpp"
+#endif
+
+namespace attest::conformance {
+
+#if defined(ATTEST_BENCH_GPU)
+void register_bench_device_launchers();  // bench_device_ref64.cpp
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool glob(const std::string& pattern, const std::string& s) { return ::fnmatch(pattern.c_str(), s.c_str(), 0) == 0; }
+
+std::string trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return {};
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+/// An independent copy of a tensor's whole buffer (views keep their byte positions).
+Tensor deep_copy(const Tensor& t) {
+  Tensor c(t.dtype(), t.shape());
+  const auto src = t.storage();
+  if (c.storage().size() != src.size()) return t.contiguous();
+  std::memcpy(c.storage().data(), src.data(), src.size());
+  return c;
+}
+
+std::size_t tensor_bytes(const Tensor& t) {
+  return t.numel() <= 0 ? 0 : static_cast<std::size_t>(t.numel()) * dtype_size(t.dtype());
+}
+
+/// The element format of a quantizer scheme: its first ':'-separated token ("int8", "bf16", "mxfp4_e2m1fn").
+std::string scheme_format(const std::string& scheme) { return scheme.substr(0, scheme.find(':')); }
+
+bool is_plain_cast(const std::string& scheme) {
+  const auto f = scheme_format(scheme);
+  return f == "bf16" || f == "fp16" || f == "f32";
+}
+
+nlohmann::json stats_json(const std::vector<double>& samples_ms) {
+  const SampleStats s = sample_stats(samples_ms);
+  nlohmann::json j;
+  j["samples_ms"] = samples_ms;
+  j["median_ms"] = s.median;
+  j["min_ms"] = s.min;
+  j["max_ms"] = s.max;
+  j["q1_ms"] = s.q1;
+  j["q3_ms"] = s.q3;
+  j["spread"] = s.spread();
+  return j;
+}
+
+/// Host timing: `warmup` calls, then `repeat` samples of k back-to-back calls each (k chosen from
+/// the warm-up so a sample lasts >= min_sample_ms); call(i) runs on input copy i.
+std::vector<double> time_host(const std::function<void(int)>& call, int copies, const BenchOptions& o, int& calls_per_sample) {
+  int next = 0;
+  auto one = [&] {
+    call(next);
+    next = (next + 1) % copies;
+  };
+  double warm_ms = 0;
+  for (int i = 0; i < std::max(1, o.warmup); ++i) {
+    const auto t0 = Clock::now();
+    one();
+    warm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  }
+  calls_per_sample = warm_ms >= o.min_sample_ms ? 1 : static_cast<int>(std::min(10000.0, std::ceil(o.min_sample_ms / std::max(warm_ms, 1e-4))));
+  std::vector<double> out;
+  for (int r = 0; r < o.repeat; ++r) {
+    const auto t0 = Clock::now();
+    for (int c = 0; c < calls_per_sample; ++c) one();
+    out.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / calls_per_sample);
+  }
+  return out;
+}
+
+#if defined(ATTEST_BENCH_GPU)
+/// Device timing: events around k launches per sample (k from the warm-up, as on the host).
+std::vector<double> time_device(kernels::DeviceLaunch& l, bool graph, int copies, const BenchOptions& o, int& calls_per_sample) {
+  gpu::EventTimer timer;
+  int next = 0;
+  auto one = [&] {
+    if (graph) {
+      if (!l.replay(next)) throw Error("graph replay is not supported by this kernel");
+    } else {
+      l.launch(next);
+    }
+    next = (next + 1) % copies;
+  };
+  double warm_ms = 0;
+  for (int i = 0; i < std::max(1, o.warmup); ++i) {
+    timer.start();
+    one();
+    warm_ms = timer.stop_ms();
+  }
+  calls_per_sample = warm_ms >= o.min_sample_ms ? 1 : static_cast<int>(std::min(10000.0, std::ceil(o.min_sample_ms / std::max(warm_ms, 1e-4))));
+  std::vector<double> out;
+  for (int r = 0; r < o.repeat; ++r) {
+    timer.start();
+    for (int c = 0; c < calls_per_sample; ++c) one();
+    out.push_back(timer.stop_ms() / calls_per_sample);
+  }
+  return out;
+}
+#endif
+
+/// Largest cache size in sysfs (bytes), 0 when unreadable.
+std::size_t largest_cache_bytes() {
+  std::size_t best = 0;
+  for (int i = 0; i < 8; ++i) {
+    std::ifstream in("/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(i) + "/size");
+    if (!in) continue;
+    std::string s;
+    in >> s;
+    if (s.empty()) continue;
+    std::size_t mult = 1;
+    if (s.back() == 'K') mult = 1024, s.pop_back();
+    else if (s.back() == 'M') mult = 1024 * 1024, s.pop_back();
+    try {
+      best = std::max(best, static_cast<std::size_t>(std::stoull(s)) * mult);
+    } catch (const std::exception&) {
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+// ---- shapes ----
+
+std::vector<ModelShape> parse_shapes(const std::string& text, const std::string& origin) {
+  std::vector<ModelShape> out;
+  std::istringstream in(text);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (auto h = line.find('#'); h != std::string::npos) line.resize(h);
+    line = trim(line);
+    if (line.empty()) continue;
+    std::istringstream f(line);
+    ModelShape s;
+    std::string extra;
+    f >> s.name >> s.problem >> extra;
+    if (s.problem.empty() || !extra.empty())
+      throw Error(fmt::format("{}:{}: expected '<name> <problem>', got '{}'", origin, n, line));
+    try {
+      const Problem p = parse_problem(s.problem);
+      if (auto st = p.validate(); !st) throw Error(st.reason());
+    } catch (const Error& e) {
+      throw Error(fmt::format("{}:{}: shape '{}': {}", origin, n, s.name, e.what()));
+    }
+    for (const auto& o : out)
+      if (o.name == s.name) throw Error(fmt::format("{}:{}: shape '{}' is listed twice", origin, n, s.name));
+    out.push_back(std::move(s));
+  }
+  if (out.empty()) throw Error(origin + ": no shapes");
+  return out;
+}
+
+std::vector<std::string> builtin_shape_sets() {
+  std::vector<std::string> v;
+  for (const auto& [k, _] : bench_shapes::files()) v.emplace_back(k);
+  v.emplace_back("dit");
+  return v;
+}
+
+std::vector<ModelShape> load_shapes(const std::string& name_or_path) {
+  if (name_or_path == "dit") {
+    // Every model set (the built-in sets other than the small CPU ones).
+    std::vector<ModelShape> all;
+    for (const auto& [k, text] : bench_shapes::files()) {
+      if (k.rfind("cpu", 0) == 0) continue;
+      auto v = parse_shapes(std::string(text), "shapes/" + std::string(k) + ".shapes");
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  }
+  for (const auto& [k, text] : bench_shapes::files())
+    if (k == name_or_path) return parse_shapes(std::string(text), "shapes/" + name_or_path + ".shapes");
+  std::ifstream in(name_or_path);
+  if (!in) {
+    std::string valid;
+    for (const auto& s : builtin_shape_sets()) valid += (valid.empty() ? "" : ", ") + s;
+    throw Error("shapes '" + name_or_path + "': no such file or built-in set (built-in: " + valid + ")");
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_shapes(ss.str(), name_or_path);
+}
+
+// ---- statistics ----
+
+SampleStats sample_stats(std::vector<double> v) {
+  if (v.empty()) throw Error("sample_stats: no samples");
+  std::sort(v.begin(), v.end());
+  auto q = [&](double f) {
+    const double pos = f * static_cast<double>(v.size() - 1);
+    const auto lo = static_cast<std::size_t>(std::floor(pos));
+    const auto hi = std::min(v.size() - 1, lo + 1);
+    return v[lo] + (pos - static_cast<double>(lo)) * (v[hi] - v[lo]);
+  };
+  return {q(0.5), v.front(), v.back(), q(0.25), q(0.75)};
+}
+
+std::size_t host_rotation_bytes() {
+  const std::size_t c = largest_cache_bytes();
+  return 2 * (c ? c : std::size_t{32} << 20);
+}
+
+int rotation_copies(std::size_t set_bytes, std::size_t target) {
+  if (set_bytes == 0) return 1;
+  const std::size_t n = target / set_bytes + 1;
+  return static_cast<int>(std::clamp<std::size_t>(n, 1, 64));
+}
+
+// ---- the benchmark ----
+
+nlohmann::json run_bench(const BenchOptions& o) {
+  if (o.repeat < 1) throw Error("bench: --repeat must be >= 1");
+  if (o.shapes.empty()) throw Error("bench: no shapes");
+  const auto dist = datasets::parse_distribution(o.dist);
+#if defined(ATTEST_BENCH_GPU)
+  register_bench_device_launchers();
+#endif
+  const bool mutants = o.kernel.rfind("mutant", 0) == 0;
+  std::vector<kernels::Kernel*> ks;
+  for (const auto& k : kernels::Registry::instance().all()) {
+    const bool is_mutant = k->name().rfind("mutant.", 0) == 0;
+    if (is_mutant && !mutants) continue;
+    if (!o.kernel.empty() && !glob(o.kernel, k->name())) continue;
+    ks.push_back(k.get());
+  }
+  if (ks.empty()) {
+    std::string valid;
+    for (const auto& k : kernels::Registry::instance().all()) valid += (valid.empty() ? "" : " ") + k->name();
+    throw Error("bench: --kernel '" + o.kernel + "' matches no registered kernel (registered: " + valid + ")");
+  }
+  struct Job {
+    kernels::Kernel* k;
+    std::string recipe;
+    const ModelShape* shape;
+  };
+  std::vector<Job> jobs;
+  for (const auto& s : o.shapes)
+    for (auto* k : ks)
+      for (const auto& r : k->recipes())
+        if (o.recipe.empty() || glob(o.recipe, r)) jobs.push_back({k, r, &s});
+  if (jobs.empty()) throw Error("bench: --recipe '" + o.recipe + "' matches no recipe of the selected kernels");
+
+  nlohmann::json rep;
+  rep["kind"] = "bench";
+  rep["meta"] = suite_info();
+  rep["meta"]["omp_threads"] = omp_get_max_threads();
+  rep["meta"]["host_rotation_bytes"] = host_rotation_bytes();
+  rep["meta"]["device_rotation_bytes"] = kDeviceRotationBytes;
+  rep["meta"]["repeat"] = o.repeat;
+  rep["meta"]["warmup"] = o.warmup;
+  rep["meta"]["min_sample_ms"] = o.min_sample_ms;
+  rep["meta"]["dist"] = o.dist;
+  rep["meta"]["seed"] = o.seed;
+  rep["meta"]["selection"] = {{"kernel", o.kernel}, {"recipe", o.recipe}};
+  rep["meta"]["with_preprocessing"] = o.with_preprocessing;
+  auto& rows = rep["results"] = nlohmann::json::array();
+  const auto t_start = Clock::now();
+
+  std::size_t done = 0;
+  const std::size_t total = jobs.size();
+  std::vector<std::string> quantizer_cases;
+  auto emit = [&](nlohmann::json row) {
+    rows.push_back(std::move(row));
+    if (o.on_row) o.on_row(rows.back(), done, total);
+  };
+
+  for (const Job& job : jobs) {
+    ++done;
+    const Problem p = parse_problem(job.shape->problem);
+    const Recipe rc = parse_recipe(job.recipe);
+    nlohmann::json row;
+    row["case"] = fmt::format("kernel={} recipe={} problem={}", job.k->name(), job.recipe, job.shape->problem);
+    row["type"] = "attention";
+    row["kernel"] = job.k->name();
+    row["backend"] = job.k->backend();
+    row["recipe"] = job.recipe;
+    row["problem"] = job.shape->problem;
+    row["shape"] = job.shape->name;
+    row["qk"] = scheme_format(rc.q) == scheme_format(rc.k) ? scheme_format(rc.q) : scheme_format(rc.q) + "/" + scheme_format(rc.k);
+    row["v"] = scheme_format(rc.v);
+    row["p"] = std::string(name(rc.p));
+    row["o"] = std::string(name(rc.out));
+    const double flops = p.flops();
+    row["flops"] = flops;
+    if (o.max_gflop > 0 && flops > o.max_gflop * 1e9) {
+      row["status"] = "skipped";
+      row["reason"] = fmt::format("{:.1f} GFLOP per call exceeds --max-gflop {}", flops * 1e-9, o.max_gflop);
+      emit(std::move(row));
+      continue;
+    }
+    if (p.layout != Layout::bshd) {
+      row["status"] = "skipped";
+      row["reason"] = "bench times the bshd layout only";
+      emit(std::move(row));
+      continue;
+    }
+    if (auto st = job.k->supports(p, rc); !st) {
+      row["status"] = "unsupported";
+      row["reason"] = st.reason();
+      emit(std::move(row));
+      continue;
+    }
+    const bool host = job.k->backend() == "cpu";
+    const auto* launcher = host ? nullptr : kernels::find_device_launcher(job.k->name());
+    if (!host && !launcher) {
+      row["status"] = "not timed";
+      row["reason"] = "device kernel without a registered DeviceLaunch (its run() includes host<->device copies)";
+      emit(std::move(row));
+      continue;
+    }
+    try {
+      const auto qkv = datasets::generate_qkv(p, dist, o.seed);
+      const std::size_t set_bytes = tensor_bytes(qkv.q) + tensor_bytes(qkv.k) + tensor_bytes(qkv.v);
+      const std::size_t target = host ? host_rotation_bytes() : kDeviceRotationBytes;
+      const int copies = rotation_copies(set_bytes, target);
+      const bool rg = p.ragged();
+      const std::int64_t bq = rg ? 1 : p.batch, tq = rg ? p.cu_seqlens_q.back() : p.seqlen_q;
+      Tensor out(DType::f32, {bq, tq, p.heads_q, p.head_dim_v});
+      Tensor lse(DType::f32, {bq, p.heads_q, tq});
+      const Tensor* lse_arg = job.k->capabilities().lse ? &lse : nullptr;
+      row["buffers"] = copies;
+      row["rotation_bytes"] = set_bytes * static_cast<std::size_t>(copies);
+      int per_sample = 1;
+      std::vector<double> samples;
+      if (host) {
+        std::vector<datasets::Qkv> sets;
+        sets.push_back({qkv.q, qkv.k, qkv.v});
+        for (int c = 1; c < copies; ++c) sets.push_back({deep_copy(qkv.q), deep_copy(qkv.k), deep_copy(qkv.v)});
+        samples = time_host(
+            [&](int i) {
+              const auto& s = sets[static_cast<std::size_t>(i)];
+              job.k->run(kernels::Args{p, rc, s.q, s.k, s.v, out, lse_arg, ""});
+            },
+            copies, o, per_sample);
+        row["timer"] = "host";
+      } else {
+#if defined(ATTEST_BENCH_GPU)
+        auto l = (*launcher)(kernels::Args{p, rc, qkv.q, qkv.k, qkv.v, out, lse_arg, ""}, copies);
+        samples = time_device(*l, false, copies, o, per_sample);
+        row["timer"] = "device";
+        // A timed kernel must compute what run() computes: compare the device output bitwise.
+        Tensor ref_out(DType::f32, out.shape());
+        job.k->run(kernels::Args{p, rc, qkv.q, qkv.k, qkv.v, ref_out, lse_arg, ""});
+        l->download(out);
+        row["output_matches_run"] = std::memcmp(out.storage().data(), ref_out.storage().data(), out.storage().size()) == 0;
+        if (o.graph) {
+          int gps = 1;
+          try {
+            auto g = time_device(*l, true, copies, o, gps);
+            row["graph"] = stats_json(g);
+            row["graph"]["calls_per_sample"] = gps;
+            row["graph"]["tflops"] = flops / (row["graph"]["median_ms"].get<double>() * 1e-3) * 1e-12;
+          } catch (const Error& e) {
+            row["graph"] = {{"status", "not timed"}, {"reason", e.what()}};
+          }
+        }
+#else
+        throw Error("device kernel in a build without a GPU backend");
+#endif
+      }
+      row.update(stats_json(samples));
+      row["calls_per_sample"] = per_sample;
+      row["repeat"] = o.repeat;
+      row["tflops"] = flops / (row["median_ms"].get<double>() * 1e-3) * 1e-12;
+      row["status"] = "timed";
+
+      if (o.with_preprocessing) {
+        // The recipe's Q/K/V quantizers (preprocessing a kernel like SageAttention runs before
+        // attention), timed with the reference quantizers: the suite has no quantizer kernels
+        // of its own, so these rows measure the CPU model of that step.
+        const Tensor* inputs[3] = {&qkv.q, &qkv.k, &qkv.v};
+        const std::string schemes[3] = {rc.q, rc.k, rc.v};
+        const char* roles[3] = {"q", "k", "v"};
+        for (int r = 0; r < 3; ++r) {
+          if (is_plain_cast(schemes[r])) continue;
+          const std::string qcase = fmt::format("quantize operand={} scheme={} problem={}", roles[r], schemes[r], job.shape->problem);
+          if (std::find(quantizer_cases.begin(), quantizer_cases.end(), qcase) != quantizer_cases.end()) continue;
+          quantizer_cases.push_back(qcase);
+          nlohmann::json qrow;
+          qrow["case"] = qcase;
+          qrow["type"] = "quantizer";
+          qrow["kernel"] = "ref.quantize";
+          qrow["backend"] = "cpu";
+          qrow["operand"] = roles[r];
+          qrow["scheme"] = schemes[r];
+          qrow["recipe"] = job.recipe;
+          qrow["problem"] = job.shape->problem;
+          qrow["shape"] = job.shape->name;
+          try {
+            const ref::QuantScheme qs = ref::parse_scheme(schemes[r]);
+            ref::QuantInputs qin;
+            qin.sm_scale = p.scale();
+            const Tensor x = inputs[r]->permute({0, 2, 1, 3});  // [B, H, T, C]: slabs of tokens x channels
+            const auto probe = ref::quantize(x, qs, qin);
+            const std::size_t bytes =
+                tensor_bytes(*inputs[r]) + tensor_bytes(probe.codes) + tensor_bytes(probe.scales) + tensor_bytes(probe.mean);
+            int qps = 1;
+            const auto qs_ms = time_host([&](int) { (void)ref::quantize(x, qs, qin); }, 1, o, qps);
+            qrow.update(stats_json(qs_ms));
+            qrow["calls_per_sample"] = qps;
+            qrow["repeat"] = o.repeat;
+            qrow["timer"] = "host";
+            qrow["bytes"] = bytes;
+            qrow["gbs"] = static_cast<double>(bytes) / (qrow["median_ms"].get<double>() * 1e-3) * 1e-9;
+            qrow["status"] = "timed";
+          } catch (const Error& e) {
+            qrow["status"] = "unsupported";
+            qrow["reason"] = e.what();
+          }
+          rows.push_back(std::move(qrow));
+        }
+      }
+    } catch (const Error& e) {
+      row["status"] = "error";
+      row["reason"] = e.what();
+    }
+    emit(std::move(row));
+  }
+  rep["seconds"] = std::chrono::duration<double>(Clock::now() - t_start).count();
+  return rep;
+}
+
+// ---- Markdown ----
+
+namespace {
+std::string fmt_tflops(double t) { return t >= 10 ? fmt::format("{:.0f}", t) : t >= 0.1 ? fmt::format("{:.2f}", t) : fmt::format("{:.4f}", t); }
+}  // namespace
+
+std::string bench_markdown(const nlohmann::json& rep) {
+  const auto& rows = rep.at("results");
+  const auto& m = rep.at("meta");
+  auto str = [](const nlohmann::json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string("?"); };
+  std::string s = "## attest bench\n\n";
+  s += fmt::format("Suite `{}`, device {}, {} OpenMP threads; median of {} samples (warm-up excluded), inputs rotated "
+                   "over {} MiB (host) / {} MiB (device); spread = (q3 - q1) / median.\n\n",
+                   str(m, "commit"), str(m, "device"), m.value("omp_threads", 0), m.value("repeat", 0),
+                   m.value("host_rotation_bytes", std::size_t{0}) >> 20, m.value("device_rotation_bytes", std::size_t{0}) >> 20);
+  // Per shape, the mha_v4 table: kernel, formats, TFLOP/s.
+  std::vector<std::string> shapes;
+  for (const auto& r : rows)
+    if (std::find(shapes.begin(), shapes.end(), str(r, "shape")) == shapes.end()) shapes.push_back(str(r, "shape"));
+  for (const auto& sh : shapes) {
+    std::string problem;
+    std::string body;
+    for (const auto& r : rows) {
+      if (str(r, "shape") != sh || str(r, "type") != "attention") continue;
+      problem = str(r, "problem");
+      const bool timed = str(r, "status") == "timed";
+      body += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} | {} |\n", str(r, "kernel"), str(r, "recipe"), str(r, "qk"),
+                          str(r, "v"), str(r, "o"), timed ? fmt_tflops(r.at("tflops").get<double>()) : "—",
+                          timed ? fmt::format("{:.3f}", r.at("median_ms").get<double>()) : "—",
+                          timed ? fmt::format("{:.1f}%", 100 * r.at("spread").get<double>()) : str(r, "status") + ": " + str(r, "reason"));
+    }
+    if (body.empty()) continue;
+    s += fmt::format("### {} (`{}`)\n\n| kernel | recipe | Q/K | V | O | TFLOP/s | median ms | spread |\n|---|---|---|---|---|---:|---:|---:|\n",
+                     sh, problem) + body + "\n";
+  }
+  // Per model shape: rows shapes, columns kernel/recipe, TFLOP/s.
+  std::vector<std::string> cols;
+  for (const auto& r : rows)
+    if (str(r, "type") == "attention" && str(r, "status") == "timed") {
+      const auto c = str(r, "kernel") + " " + str(r, "recipe");
+      if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
+    }
+  if (!cols.empty() && shapes.size() > 1) {
+    s += "### TFLOP/s per model shape\n\n| shape | problem |";
+    for (const auto& c : cols) s += " `" + c + "` |";
+    s += "\n|---|---|";
+    for (std::size_t i = 0; i < cols.size(); ++i) s += "---:|";
+    s += "\n";
+    for (const auto& sh : shapes) {
+      std::string problem, line;
+      for (const auto& c : cols) {
+        std::string cell = " |";
+        for (const auto& r : rows)
+          if (str(r, "shape") == sh && str(r, "type") == "attention" && str(r, "kernel") + " " + str(r, "recipe") == c) {
+            problem = str(r, "problem");
+            if (str(r, "status") == "timed") cell = " " + fmt_tflops(r.at("tflops").get<double>()) + " |";
+            else cell = " " + str(r, "status") + " |";
+          }
+        line += cell;
+      }
+      s += fmt::format("| {} | `{}` |", sh, problem) + line + "\n";
+    }
+    s += "\n";
+  }
+  std::string q;
+  for (const auto& r : rows) {
+    if (str(r, "type") != "quantizer") continue;
+    const bool timed = str(r, "status") == "timed";
+    q += fmt::format("| {} | `{}` | `{}` | {} | {} | {} |\n", str(r, "operand"), str(r, "scheme"), str(r, "problem"),
+                     timed ? fmt::format("{:.2f}", r.at("gbs").get<double>()) : "—",
+                     timed ? fmt::format("{:.3f}", r.at("median_ms").get<double>()) : "—",
+                     timed ? fmt::format("{:.1f}%", 100 * r.at("spread").get<double>()) : str(r, "reason"));
+  }
+  if (!q.empty())
+    s += "### Quantizers (preprocessing, reference quantizers on the CPU)\n\n| operand | scheme | problem | GB/s | median ms | spread |\n"
+         "|---|---|---|---:|---:|---:|\n" + q + "\n";
+  return s;
+}
+
+}  // namespace attest::conformance
