@@ -2,6 +2,8 @@
 // outside the floor, correct kernels within it, lossless files, bad input.
 #include <omp.h>
 #include <sndfile.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
@@ -247,6 +249,83 @@ TEST(Study, CorrectWithinMutantOutside) {
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_NE(e.path().filename().string().rfind(".study-work", 0), 0u) << e.path();
   fs::remove_all(dir);
 }
+
+#ifdef ATTEST_CLI
+// The CLI: exit codes, all-or-nothing output, the trace against a reference, study --import.
+int cli(const std::string& args, const fs::path& log) {
+  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " >" + log.string() + " 2>&1";
+  const int rc = std::system(cmd.c_str());
+  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+TEST(Cli, SynthBadInputExit2NothingWritten) {
+  const fs::path dir = scratch("cli-bad");
+  fs::create_directories(dir);
+  const std::string outs = " --video " + (dir / "v.mkv").string() + " --audio " + (dir / "a.wav").string();
+  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.bf16 --size 30x32" + outs, dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("width 30 is not a positive multiple of 8"), std::string::npos) << slurp(dir / "log");
+  EXPECT_EQ(cli("e2e synth --kernel cpu.nope" + outs, dir / "log"), 2);
+  EXPECT_NE(slurp(dir / "log").find("kernel 'cpu.nope' is not registered"), std::string::npos) << slurp(dir / "log");
+  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.bf16 --size 32x32x" + outs, dir / "log"), 2);
+  // A video path OpenCV cannot encode: the audio must not be written either.
+  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.bf16 --frames 1 --size 16x16 --steps 1 --blocks 1 --video " + (dir / "v.mp4").string() +
+                    " --audio " + (dir / "a.wav").string(),
+                dir / "log"),
+            2);
+  EXPECT_FALSE(fs::exists(dir / "v.mkv"));
+  EXPECT_FALSE(fs::exists(dir / "a.wav"));
+  EXPECT_EQ(cli("e2e study --kernels cpu.tiled.bf16,cpu.nope --frames 1 --size 16x16 --steps 1 --out " + (dir / "s").string(), dir / "log"), 2);
+  EXPECT_FALSE(fs::exists(dir / "s" / "study.md"));
+  fs::remove_all(dir);
+}
+
+TEST(Cli, SynthTraceAgainstReference) {
+  const fs::path dir = scratch("cli-trace");
+  fs::create_directories(dir);
+  const std::string cfg = " --frames 1 --size 16x16 --steps 3 --blocks 1 --quiet";
+  ASSERT_EQ(cli("e2e synth --kernel cpu.tiled.f32" + cfg + " --latents " + (dir / "ref.npy").string(), dir / "log"), 0) << slurp(dir / "log");
+  ASSERT_EQ(cli("e2e synth --kernel cpu.tiled.f32 --reverse-kv" + cfg + " --video " + (dir / "png").string() + " --audio " + (dir / "a.wav").string() +
+                    " --trace " + (dir / "t.json").string() + " --trace-ref " + (dir / "ref.npy").string(),
+                dir / "log"),
+            0)
+      << slurp(dir / "log");
+  std::ifstream in(dir / "t.json");
+  const auto j = nlohmann::json::parse(in);
+  EXPECT_EQ(j.at("kernel"), "cpu.tiled.f32");
+  EXPECT_EQ(j.at("reverse_kv"), true);
+  ASSERT_EQ(j.at("steps").size(), 4u);
+  EXPECT_EQ(j.at("steps")[0].at("mismatches"), 0);
+  EXPECT_TRUE(j.at("steps")[3].contains("rel_l2"));
+  EXPECT_TRUE(fs::exists(dir / "png" / "frame_000000.png"));
+  // A reference of another shape is refused before the run.
+  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.f32 --frames 1 --size 16x16 --steps 2 --blocks 1 --trace " + (dir / "u.json").string() +
+                    " --trace-ref " + (dir / "ref.npy").string(),
+                dir / "log"),
+            2);
+  EXPECT_NE(slurp(dir / "log").find("expected [3, 12, 16]"), std::string::npos) << slurp(dir / "log");
+  fs::remove_all(dir);
+}
+
+TEST(Cli, StudyImport) {
+  const fs::path dir = scratch("cli-import");
+  fs::create_directories(dir / "runs");
+  SynthConfig c = tiny();
+  c.steps = 4;
+  OutputFiles out;
+  write_runs(out, dir / "runs", execute_runs(c, study_runs("cpu.tiled.f32:f32", {"cpu.tiled.bf16"})));
+  out.commit();
+  EXPECT_EQ(cli("e2e study --import " + (dir / "runs").string() + " --quiet --out " + (dir / "study").string(), dir / "log"), 0)
+      << slurp(dir / "log");
+  EXPECT_NE(slurp(dir / "study" / "study.md").find("| cpu.tiled.bf16:bf16 | test |"), std::string::npos) << slurp(dir / "study" / "study.md");
+  EXPECT_EQ(cli("e2e study --import " + (dir / "nope").string() + " --out " + (dir / "s2").string(), dir / "log"), 2);
+  fs::remove_all(dir);
+}
+#endif
 
 }  // namespace
 }  // namespace attest::e2e
