@@ -3,6 +3,7 @@
 #include "attest/metrics/media.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -37,58 +38,62 @@ void require_min_size(const cv::Mat& a, int min_side, SsimPreset p) {
                 std::to_string(a.rows) + " is smaller than its " + std::to_string(min_side) + " px window");
 }
 
-// Mean SSIM over the valid region (windows fully inside the image) for a separable window `w`
-// (odd length), in float64: one pass over the image, no full-size temporaries. Per output row,
-// the vertical window sums of x, y, x^2, y^2, xy (exact integer products) for every column, then
-// the horizontal window and the map; every loop runs over columns, so it vectorises.
+// Mean SSIM over the valid region (windows fully inside the image) for a separable window `w` of
+// K taps, in float64: one pass over the image, no full-size temporaries. Per output row: the
+// vertical window sums of x, y, x^2, y^2, xy (exact integer products) for every column, then the
+// horizontal window and the map. The column loops are vectorised across columns with the K taps
+// unrolled in registers (omp simd); each sum still runs over its taps in order, and the map is
+// summed sequentially, so the result does not depend on the vector width.
 // `cov_norm` turns population into sample covariance (N/(N-1)).
-double ssim_valid(const cv::Mat& a, const cv::Mat& b, const std::vector<double>& w, double c1, double c2,
+template <int K>
+double ssim_valid(const cv::Mat& a, const cv::Mat& b, const std::array<double, K>& w, double c1, double c2,
                   double cov_norm) {
-  const int k = static_cast<int>(w.size()), width = a.cols, ow = a.cols - k + 1, oh = a.rows - k + 1;
-  std::vector<double> buf(static_cast<std::size_t>(width) * 5 + static_cast<std::size_t>(ow) * 6);
+  const int width = a.cols, ow = a.cols - K + 1, oh = a.rows - K + 1;
+  std::vector<double> buf(static_cast<std::size_t>(width) * 5 + static_cast<std::size_t>(ow));
   double* vx = buf.data();
   double* vy = vx + width;
   double* vxx = vy + width;
   double* vyy = vxx + width;
   double* vxy = vyy + width;
-  double* hx = vxy + width;
-  double* hy = hx + ow;
-  double* hxx = hy + ow;
-  double* hyy = hxx + ow;
-  double* hxy = hyy + ow;
-  double* map = hxy + ow;
+  double* map = vxy + width;
   double total = 0;
   for (int r = 0; r < oh; ++r) {
-    std::fill(vx, vx + 5 * static_cast<std::ptrdiff_t>(width), 0.0);
-    for (int i = 0; i < k; ++i) {
-      const std::uint8_t* pa = a.ptr<std::uint8_t>(r + i);
-      const std::uint8_t* pb = b.ptr<std::uint8_t>(r + i);
-      const double wi = w[static_cast<std::size_t>(i)];
-      for (int c = 0; c < width; ++c) {
-        const double x = pa[c], y = pb[c];
-        vx[c] += wi * x;
-        vy[c] += wi * y;
-        vxx[c] += wi * (x * x);
-        vyy[c] += wi * (y * y);
-        vxy[c] += wi * (x * y);
-      }
+    const std::uint8_t* pa[K];
+    const std::uint8_t* pb[K];
+    for (int i = 0; i < K; ++i) {
+      pa[i] = a.ptr<std::uint8_t>(r + i);
+      pb[i] = b.ptr<std::uint8_t>(r + i);
     }
-    std::fill(hx, hx + 5 * static_cast<std::ptrdiff_t>(ow), 0.0);
-    for (int j = 0; j < k; ++j) {
-      const double wj = w[static_cast<std::size_t>(j)];
-      for (int c = 0; c < ow; ++c) {
-        hx[c] += wj * vx[c + j];
-        hy[c] += wj * vy[c + j];
-        hxx[c] += wj * vxx[c + j];
-        hyy[c] += wj * vyy[c + j];
-        hxy[c] += wj * vxy[c + j];
+#pragma omp simd
+    for (int c = 0; c < width; ++c) {
+      double sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
+      for (int i = 0; i < K; ++i) {
+        const double x = pa[i][c], y = pb[i][c];
+        sx += w[i] * x;
+        sy += w[i] * y;
+        sxx += w[i] * (x * x);
+        syy += w[i] * (y * y);
+        sxy += w[i] * (x * y);
       }
+      vx[c] = sx;
+      vy[c] = sy;
+      vxx[c] = sxx;
+      vyy[c] = syy;
+      vxy[c] = sxy;
     }
+#pragma omp simd
     for (int c = 0; c < ow; ++c) {
-      const double mx = hx[c], my = hy[c];
-      const double sx = cov_norm * (hxx[c] - mx * mx);
-      const double sy = cov_norm * (hyy[c] - my * my);
-      const double sxy = cov_norm * (hxy[c] - mx * my);
+      double mx = 0, my = 0, mxx = 0, myy = 0, mxy = 0;
+      for (int j = 0; j < K; ++j) {
+        mx += w[j] * vx[c + j];
+        my += w[j] * vy[c + j];
+        mxx += w[j] * vxx[c + j];
+        myy += w[j] * vyy[c + j];
+        mxy += w[j] * vxy[c + j];
+      }
+      const double sx = cov_norm * (mxx - mx * mx);
+      const double sy = cov_norm * (myy - my * my);
+      const double sxy = cov_norm * (mxy - mx * my);
       map[c] = ((2 * mx * my + c1) * (2 * sxy + c2)) / ((mx * mx + my * my + c1) * (sx + sy + c2));
     }
     double row = 0;
@@ -267,16 +272,18 @@ double ssim(const cv::Mat& a, const cv::Mat& b, SsimPreset preset) {
       require_min_size(a, 11, preset);
       // scipy's gaussian_filter(sigma 1.5, truncate 3.5) has radius 5: the same 11 normalised taps
       // as getGaussianKernel(11, 1.5).
-      static const std::vector<double> gauss = [] {
+      static const std::array<double, 11> gauss = [] {
         const cv::Mat k = cv::getGaussianKernel(11, 1.5, CV_64F);
-        return std::vector<double>(k.begin<double>(), k.end<double>());
+        std::array<double, 11> t{};
+        for (int i = 0; i < 11; ++i) t[static_cast<std::size_t>(i)] = k.at<double>(i);
+        return t;
       }();
-      return ssim_valid(a, b, gauss, 6.5025, 58.5225, 1.0);
+      return ssim_valid<11>(a, b, gauss, 6.5025, 58.5225, 1.0);
     }
     case SsimPreset::skimage: {
       require_min_size(a, 7, preset);
-      static const std::vector<double> box(7, 1.0 / 7.0);
-      return ssim_valid(a, b, box, 6.5025, 58.5225, 49.0 / 48.0);
+      static constexpr std::array<double, 7> box = {1.0 / 7, 1.0 / 7, 1.0 / 7, 1.0 / 7, 1.0 / 7, 1.0 / 7, 1.0 / 7};
+      return ssim_valid<7>(a, b, box, 6.5025, 58.5225, 49.0 / 48.0);
     }
     case SsimPreset::opencv:
       require_min_size(a, 11, preset);
