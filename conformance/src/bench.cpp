@@ -459,7 +459,8 @@ nlohmann::json run_bench(const BenchOptions& o) {
 // ---- Markdown ----
 
 namespace {
-std::string fmt_tflops(double t) { return t >= 10 ? fmt::format("{:.0f}", t) : t >= 0.1 ? fmt::format("{:.2f}", t) : fmt::format("{:.4f}", t); }
+// CPU kernels run at a few GFLOP/s: keep two significant digits there instead of printing 0.0000.
+std::string fmt_tflops(double t) { return t >= 10 ? fmt::format("{:.0f}", t) : t >= 0.1 ? fmt::format("{:.2f}", t) : fmt::format("{:.2g}", t); }
 }  // namespace
 
 std::string bench_markdown(const nlohmann::json& rep) {

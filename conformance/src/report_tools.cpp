@@ -490,15 +490,29 @@ std::string diff_markdown(const json& j) {
     }
   } else {
     if (!j["verdicts"].empty()) {
-      s += "### Verdict changes\n\n| kernel | recipe | check | base | candidate | flag | candidate reason |\n|---|---|---|---|---|---|---|\n";
-      std::size_t n = 0;
+      // One line per kernel x recipe x check x change; every case is in the JSON.
+      struct Change {
+        std::size_t n = 0;
+        std::string flag, reason;
+      };
+      std::map<std::tuple<std::string, std::string, std::string, std::string>, Change> changes;
+      std::vector<std::tuple<std::string, std::string, std::string, std::string>> keys;
       for (const auto& r : j["verdicts"]) {
-        if (n++ == 50) {
-          s += fmt::format("| … {} more in the JSON | | | | | | |\n", j["verdicts"].size() - 50);
-          break;
-        }
-        s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} |\n", str(r, "kernel"), str(r, "recipe"), str(r, "check"), str(r, "base"),
-                         str(r, "candidate"), str(r, "flag") == "regression" ? "**REGRESSION**" : str(r, "flag"), str(r, "reason"));
+        auto key = std::make_tuple(str(r, "kernel"), str(r, "recipe"), str(r, "check"), str(r, "base") + " → " + str(r, "candidate"));
+        auto [it, fresh] = changes.emplace(key, Change{0, str(r, "flag"), str(r, "reason")});
+        if (fresh) keys.push_back(key);
+        ++it->second.n;
+      }
+      s += "### Verdict changes\n\n| kernel | recipe | check | base → candidate | cases | flag | first candidate reason |\n"
+           "|---|---|---|---|---:|---|---|\n";
+      for (const auto& key : keys) {
+        const Change& c = changes[key];
+        std::string reason = c.reason;
+        if (reason.size() > 110) reason = reason.substr(0, 107) + "...";
+        for (char& ch : reason)
+          if (ch == '|') ch = '/';
+        s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} |\n", std::get<0>(key), std::get<1>(key), std::get<2>(key),
+                         std::get<3>(key), c.n, c.flag == "regression" ? "**REGRESSION**" : c.flag, reason);
       }
       s += "\n";
     }
