@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -120,14 +121,47 @@ StudyReport run_study(StudyRuns runs, const fs::path& dir, const CompareOptions&
 
 int study_exit_code(const StudyReport& r) { return (r.floor_degenerate || any_outside_floor(r.compare)) ? 1 : 0; }
 
+// Log-scale line plot of latent rel-L2 per step (steps >= 1; step 0 is the shared noise).
+// compare's svg_line_plot is linear and labels x as frames; the divergence spans decades.
 std::string divergence_svg(const StudyReport& r) {
-  std::vector<PlotSeries> series;
-  for (std::size_t i = 1; i < r.runs.specs.size(); ++i) {
-    PlotSeries s{r.runs.specs[i].label, {}};
-    for (const auto& d : r.divergence[i]) s.values.push_back(d.rel_l2);
-    series.push_back(std::move(s));
+  constexpr int W = 960, H = 320, L = 70, R = 330, T = 30, B = 40;
+  const int pw = W - L - R, ph = H - T - B;
+  const std::size_t steps = r.divergence[0].size() - 1;
+  double lo = 1e300, hi = 0;
+  for (std::size_t i = 1; i < r.divergence.size(); ++i)
+    for (std::size_t s = 1; s <= steps; ++s)
+      if (const double v = r.divergence[i][s].rel_l2; v > 0) {
+        lo = std::min(lo, v);
+        hi = std::max(hi, v);
+      }
+  if (hi == 0) lo = hi = 1e-8;  // every run identical to the reference
+  const double dlo = std::floor(std::log10(lo)), dhi = std::max(dlo + 1, std::ceil(std::log10(hi)));
+  const auto x = [&](std::size_t s) { return L + (steps > 1 ? static_cast<double>(s - 1) / static_cast<double>(steps - 1) : 0.5) * pw; };
+  const auto y = [&](double v) { return T + (dhi - std::log10(std::max(v, std::pow(10.0, dlo)))) / (dhi - dlo) * ph; };
+  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  std::ostringstream o;
+  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" font-family=\"sans-serif\" font-size=\"11\">"
+    << "<text x=\"" << L << "\" y=\"18\" font-size=\"13\" font-weight=\"bold\">latent rel-L2 vs the reference per Euler step (log scale; 0 drawn at the bottom)</text>"
+    << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph << "\" fill=\"none\" stroke=\"#888\"/>";
+  for (double d = dlo; d <= dhi; d += 1) {
+    const double yy = y(std::pow(10.0, d));
+    o << "<line x1=\"" << L << "\" x2=\"" << L + pw << "\" y1=\"" << yy << "\" y2=\"" << yy << "\" stroke=\"#ddd\"/>"
+      << "<text x=\"" << L - 4 << "\" y=\"" << yy + 4 << "\" text-anchor=\"end\">1e" << static_cast<int>(d) << "</text>";
   }
-  return svg_line_plot("latent rel-L2 vs reference, per Euler step (x = step)", "rel-L2", series);
+  for (std::size_t s = 1; s <= steps; ++s)
+    if (steps <= 20 || s % ((steps + 9) / 10) == 0)
+      o << "<text x=\"" << x(s) << "\" y=\"" << T + ph + 14 << "\" text-anchor=\"middle\">" << s << "</text>";
+  o << "<text x=\"" << L + pw / 2 << "\" y=\"" << H - 6 << "\" text-anchor=\"middle\">step</text>";
+  for (std::size_t i = 1; i < r.divergence.size(); ++i) {
+    const char* c = colors[(i - 1) % 10];
+    o << "<polyline fill=\"none\" stroke=\"" << c << "\" stroke-width=\"" << (i == 1 ? 2.5 : 1.5) << "\"" << (i == 1 ? " stroke-dasharray=\"6 3\"" : "")
+      << " points=\"";
+    for (std::size_t s = 1; s <= steps; ++s) o << x(s) << "," << y(r.divergence[i][s].rel_l2) << " ";
+    o << "\"/><text x=\"" << L + pw + 8 << "\" y=\"" << T + 12 + 15 * static_cast<int>(i - 1) << "\" fill=\"" << c << "\">"
+      << r.runs.specs[i].label.substr(0, 48) << "</text>";
+  }
+  o << "</svg>";
+  return o.str();
 }
 
 std::string study_markdown(const StudyReport& r) {
