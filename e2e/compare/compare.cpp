@@ -296,8 +296,8 @@ void check_stat(std::vector<std::string>& reasons, const char* name, double t, d
 void check_not_worse(std::vector<std::string>& reasons, const char* name, double t, double f, double margin,
                      const char* unit) {
   if (!(t >= f - margin))
-    reasons.push_back(fmt::format("{} {:.6g}{} is below the floor run's {:.6g}{} by more than {:.3g}", name, t, unit, f,
-                                  unit, margin));
+    reasons.push_back(fmt::format("{} {:.6g}{} is below the floor run's {:.6g}{} by more than {:.3g}{}", name, t, unit, f,
+                                  unit, margin, unit));
 }
 
 void judge(CompareReport& rep) {
@@ -322,7 +322,7 @@ void judge(CompareReport& rep) {
       check_stat(why, "luma mean", ts.luma_mean, rs.luma_mean, fs.luma_mean, mg);
       check_stat(why, "luma std", ts.luma_std, rs.luma_std, fs.luma_std, mg);
       check_stat(why, "Laplacian variance", ts.laplacian_var, rs.laplacian_var, fs.laplacian_var, mg);
-      check_stat(why, "mean |Y_t - Y_t-1|", ts.mean_abs_diff, rs.mean_abs_diff, fs.mean_abs_diff, mg);
+      check_stat(why, "mean abs frame diff", ts.mean_abs_diff, rs.mean_abs_diff, fs.mean_abs_diff, mg);
     }
     if (run.audio) {
       check_not_worse(why, "audio SNR", run.audio->pooled.snr, floor->audio->pooled.snr, mg.snr_db, " dB");

@@ -102,7 +102,7 @@ struct StatRow {
 
 std::vector<std::string> stat_headers(const CompareReport& r) {
   std::vector<std::string> h;
-  if (has_video(r)) h = {"luma mean", "luma std", "Laplacian var", "mean |Y_t - Y_t-1|"};
+  if (has_video(r)) h = {"luma mean", "luma std", "Laplacian var", "mean abs frame diff"};
   if (has_audio(r)) {
     h.push_back("audio RMS");
     h.push_back("audio peak");
