@@ -317,7 +317,9 @@ std::string diff_plots(const json& j) {
     std::vector<bool> bad;
     for (const auto& r : j["perf"]) {
       if (!r.contains("ratio")) continue;
-      bars.emplace_back(str(r, "kernel") + " " + str(r, "recipe") + str(r, "scheme") + " " + str(r, "shape"), r["ratio"].get<double>());
+      bars.emplace_back(str(r, "type") == "quantizer" ? "quantize " + str(r, "operand") + " " + str(r, "scheme") + " " + str(r, "shape")
+                                                  : str(r, "kernel") + " " + str(r, "recipe") + " " + str(r, "shape"),
+                        r["ratio"].get<double>());
       bad.push_back(str(r, "flag") == "regression");
     }
     if (!bars.empty()) o += bar_chart("time ratio candidate / base (line: 1; red: regression)", bars, "ratio", 1.0, bad);
