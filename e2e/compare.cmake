@@ -11,7 +11,7 @@ target_link_libraries(attest PRIVATE attest_e2e_compare)
 attest_test(e2e_compare_tests
   SOURCES compare/tests/test_compare.cpp
   DEPS attest_e2e_compare
-  LABELS unit e2e)
+  LABELS unit)
 if(TARGET e2e_compare_tests)
   target_compile_definitions(e2e_compare_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>"
     ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data")
