@@ -24,11 +24,24 @@ using namespace qm;
 
 constexpr int kThreads = 256;
 
-/// Source of prepared values: x with its strides, or the contiguous workspace copy.
+/// Source of prepared values: x with its strides and the elementwise pre-transforms applied on
+/// the fly (smoothing, then prescale: the reference's order when there is no rotation), or the
+/// contiguous workspace copy a rotation wrote (transforms already applied).
 struct Src {
   const float* p;
   i64 lead1, s0, s1, st, sc;
-  __device__ float at(i64 slab, i64 t, i64 c) const { return p[slab_base(slab) + t * st + c * sc]; }
+  i64 C = 0;
+  const float* km = nullptr;  // smoothing means [slab][C], or nullptr
+  Smooth sm = Smooth::none;
+  bool scale = false;         // prescale by `factor`
+  float factor = 1.0f;
+  __device__ float fix(float v, i64 slab, i64 c) const {
+    if (km != nullptr) v = smooth_value(v, km[slab * C + c], sm);
+    if (scale) v = v * factor;
+    return v;
+  }
+  __device__ float raw(i64 slab, i64 t, i64 c) const { return p[slab_base(slab) + t * st + c * sc]; }
+  __device__ float at(i64 slab, i64 t, i64 c) const { return fix(raw(slab, t, c), slab, c); }
   __device__ i64 slab_base(i64 slab) const { return (slab / lead1) * s0 + (slab % lead1) * s1; }
 };
 
@@ -59,7 +72,7 @@ __global__ void mean_kernel(Src x, i64 n, i64 T, i64 C, Smooth sm, const float* 
     return;
   }
   double acc = 0.0;  // token order, as the reference
-  for (i64 t = 0; t < T; ++t) acc += static_cast<double>(x.at(slab, t, c));
+  for (i64 t = 0; t < T; ++t) acc += static_cast<double>(x.raw(slab, t, c));
   float m = T > 0 ? static_cast<float>(acc / static_cast<double>(T)) : 0.0f;
   if (sm == Smooth::bf16) m = round_bf16(m);
   km[id] = m;
@@ -76,7 +89,7 @@ __global__ void prepare_kernel(Src x, i64 n, i64 T, i64 C, Scheme s, float facto
   const i64 slab = row / T, t = row % T;
   float buf[128];
   for (i64 j = 0; j < piece; ++j) {
-    float v = x.at(slab, t, c0 + j);
+    float v = x.raw(slab, t, c0 + j);
     if (s.smooth != Smooth::none) v = smooth_value(v, km[slab * C + c0 + j], s.smooth);
     buf[j] = v;
   }
@@ -96,12 +109,27 @@ struct RowsArgs {
   void* codes;
   void* scales;
   bool wide;
+  bool staged;  // the span's values are kept in shared memory between the two passes
 };
+
+/// Byte offsets inside rows_kernel's dynamic shared memory: amax, scales, staged values.
+struct RowsSmem {
+  std::size_t gs, vals, total;
+};
+__host__ __device__ inline RowsSmem rows_smem(i64 local_gc, i64 span, i64 C, bool staged) {
+  RowsSmem m{};
+  m.gs = static_cast<std::size_t>((local_gc * 4 + 15) / 16 * 16);
+  m.vals = m.gs + (static_cast<std::size_t>(local_gc) * sizeof(GroupScale) + 15) / 16 * 16;
+  m.total = m.vals + (staged ? static_cast<std::size_t>(span * C) * 4 : 0);
+  return m;
+}
 
 __global__ void rows_kernel(RowsArgs a) {
   extern __shared__ unsigned char smem[];
   auto* amax = reinterpret_cast<std::uint32_t*>(smem);
-  auto* gs = reinterpret_cast<GroupScale*>(smem + ((a.local_gc * 4 + 15) / 16) * 16);
+  const RowsSmem lay = rows_smem(a.local_gc, a.span, a.C, a.staged);
+  auto* gs = reinterpret_cast<GroupScale*>(smem + lay.gs);
+  auto* vals = reinterpret_cast<float*>(smem + lay.vals);  // [span][C] when staged
   const i64 spans_per_slab = (a.T + a.span - 1) / a.span;
   const i64 slab = static_cast<i64>(blockIdx.x) / spans_per_slab;
   const i64 t0 = (static_cast<i64>(blockIdx.x) % spans_per_slab) * a.span;
@@ -122,7 +150,9 @@ __global__ void rows_kernel(RowsArgs a) {
       const int tg = per_thread ? (a.s.role_k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
       std::uint32_t m = 0u;  // this thread's partial max of a row group (non-MX)
       for (int c = c_first; c < a.C; c += tpr) {
-        const std::uint32_t b = amax_bits(row[c * a.x.sc]);
+        const float v = a.x.fix(row[c * a.x.sc], slab, c);
+        if (a.staged) vals[r * a.C + c] = v;  // read back below by this same thread
+        const std::uint32_t b = amax_bits(v);
         if (mx) atomicMax(&amax[c / mx_block], b);
         else m = b > m ? b : m;
       }
@@ -148,7 +178,8 @@ __global__ void rows_kernel(RowsArgs a) {
     const int tg = per_thread ? (a.s.role_k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
     for (int c = c_first; c < a.C; c += tpr) {
       const GroupScale& g = gs[mx ? c / mx_block : tg];
-      store_code(a.codes, a.wide, o + c, element_code(row[c * a.x.sc], g, a.s));
+      const float v = a.staged ? vals[r * a.C + c] : a.x.fix(row[c * a.x.sc], slab, c);
+      store_code(a.codes, a.wide, o + c, element_code(v, g, a.s));
     }
   }
 }
@@ -203,7 +234,7 @@ __global__ void codes_kernel(Src x, Scheme s, i64 n, i64 T, i64 C, const GroupSc
     const float* row = x.p + x.slab_base(slab) + t * x.st;
     const GroupScale* gr = per_channel ? gs + slab * C : gs;  // per_tensor: group 0
     for (int c = c_first; c < C; c += tpr)
-      store_code(codes, wide, r * C + c, element_code(row[c * x.sc], gr[per_channel ? c : 0], s));
+      store_code(codes, wide, r * C + c, element_code(x.fix(row[c * x.sc], slab, c), gr[per_channel ? c : 0], s));
   }
 }
 
@@ -212,7 +243,6 @@ __global__ void one_kernel(float* p) { *p = 1.0f; }
 // ---- layout of the workspace ----
 
 std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
-bool has_pre(const Scheme& s) { return s.smooth != Smooth::none || s.rotate != Rotate::none || s.prescale; }
 bool global_path(const Scheme& s) {
   return (s.fam == Fam::int8 || s.fam == Fam::fp8) && (s.gran == Gran::tensor || s.gran == Gran::channel);
 }
@@ -222,7 +252,7 @@ struct Workspace {
 Workspace workspace_layout(const Scheme& s, i64 n, i64 T, i64 C) {
   Workspace l;
   std::size_t off = 0;
-  if (has_pre(s)) {
+  if (s.rotate != Rotate::none) {
     l.w = off;
     off += align256(static_cast<std::size_t>(n * T * C) * 4);
   }
@@ -293,7 +323,9 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
         ATTEST_GPU_CHECK(hipMemcpyAsync(a.mean_out, km, static_cast<std::size_t>(n * C) * 4, hipMemcpyDeviceToDevice, stream));
     }
   }
-  if (has_pre(s)) {
+  if (s.rotate != Rotate::none) {
+    // Rotations mix a row's channels: one pass writes the transformed rows (smoothing, rotation,
+    // prescale) into the workspace.
     auto* w = reinterpret_cast<float*>(ws + lay.w);
     const i64 piece = s.rotate == Rotate::none ? 1 : s.rotate == Rotate::h32_bf16 ? 32 : C;
     const i64 threads = piece == 0 ? 0 : n * T * (C / piece);
@@ -303,6 +335,15 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
       ATTEST_GPU_CHECK_LAUNCH();
     }
     src = Src{w, 1, T * C, 0, C, 1};
+  } else {
+    // Smoothing and prescale are elementwise: applied while loading (no extra pass).
+    src.C = C;
+    if (s.smooth != Smooth::none) {
+      src.km = reinterpret_cast<const float*>(ws + lay.km);
+      src.sm = s.smooth;
+    }
+    src.scale = s.prescale;
+    src.factor = factor;
   }
 
   const Grid g = grid_of(s, T, C);
@@ -334,7 +375,7 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
   }
 
   // Token-local groups.
-  RowsArgs ra{src, s, g, T, C, 1, 1, a.codes, a.scales, wide};
+  RowsArgs ra{src, s, g, T, C, 1, 1, a.codes, a.scales, wide, false};
   if (s.fam == Fam::int8 || s.fam == Fam::fp8) {
     if (s.gran == Gran::block) ra.span = s.block;
     if (s.gran == Gran::warp || s.gran == Gran::thread) ra.span = s.warp_rows;
@@ -350,11 +391,17 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
   const i64 spans = n * ((T + ra.span - 1) / ra.span);
   if (spans == 0 || C == 0) return;
   if (ra.local_gc < 1) ra.local_gc = 1;
-  const std::size_t shared = ((static_cast<std::size_t>(ra.local_gc) * 4 + 15) / 16) * 16 +
-                             static_cast<std::size_t>(ra.local_gc) * sizeof(GroupScale);
-  // Enough threads for the span's rows at one warp-rounded row each, at most kThreads.
+  // Stage the span in shared memory (one read of the input from memory) when it fits in
+  // kStageBytes; larger spans read their values twice (the second time mostly from L2).
+  constexpr std::size_t kStageBytes = 96 * 1024;
+  ra.staged = s.fam != Fam::cast && static_cast<std::size_t>(ra.span * C) * 4 <= kStageBytes;
+  const std::size_t shared = rows_smem(ra.local_gc, ra.span, C, ra.staged).total;
+  if (shared > 48 * 1024) ATTEST_GPU_CHECK(hipFuncSetAttributeMaxDynamicSharedMemorySize(rows_kernel, static_cast<int>(shared)));
+  // Enough threads for the span's rows at one warp-rounded row each, at most 512 (big staged
+  // spans: few blocks fit an SM, so each brings more threads) or kThreads.
   const i64 row_threads = (C + 31) / 32 * 32, per_block = ra.span * row_threads;
-  const int threads = per_block >= kThreads ? kThreads : static_cast<int>(per_block);
+  const int max_threads = ra.staged && shared > 32 * 1024 ? 2 * kThreads : kThreads;
+  const int threads = per_block >= max_threads ? max_threads : static_cast<int>(per_block);
   hipLaunchKernelGGL(rows_kernel, dim3(static_cast<unsigned>(spans)), dim3(threads), shared, stream, ra);
   ATTEST_GPU_CHECK_LAUNCH();
 }
