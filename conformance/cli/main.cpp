@@ -1,6 +1,7 @@
 // The `attest` command line: one program, subcommands in cmd_*.cpp (see commands.hpp).
 #include <cstdio>
 #include <exception>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
@@ -29,9 +30,22 @@ int main(int argc, char** argv) {
   attest::cli::add_quantize_commands(app);
   attest::cli::add_bench_command(app);
   attest::cli::add_report_command(app);
+#if ATTEST_MEDIA
   attest::cli::add_e2e_synth_commands(app);
   attest::cli::add_e2e_compare_command(app);
   attest::cli::add_metrics_commands(app);
+#else
+  // A build without OpenCV/libsndfile (the GPU machine's bundle) names why, not "unknown command".
+  for (const char* name : {"e2e", "metrics"}) {
+    auto* c = app.add_subcommand(name, "(not in this build: ATTEST_MEDIA=OFF)");
+    c->allow_extras();
+    c->callback([name] {
+      throw attest::Error(std::string("attest ") + name +
+                          ": not in this build (configured with ATTEST_MEDIA=OFF: no OpenCV/libsndfile); "
+                          "use a CPU build of attest");
+    });
+  }
+#endif
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
