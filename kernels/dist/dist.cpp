@@ -27,8 +27,7 @@ constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 // Element offset (in elements, from element 0) of multi-index idx, dimension `dim` shifted by `shift`.
 std::int64_t offset_of(const Shape& idx, const Shape& strides, int dim, std::int64_t shift) {
   std::int64_t off = 0;
-  for (std::size_t d = 0; d < idx.size(); ++d)
-    off += (idx[d] + (static_cast<int>(d) == dim ? shift : 0)) * strides[d];
+  for (std::size_t d = 0; d < idx.size(); ++d) off += (idx[d] + (static_cast<int>(d) == dim ? shift : 0)) * strides[d];
   return off;
 }
 
@@ -221,7 +220,8 @@ int check_split(const char* who, const Problem& p, const Tensor& q, const Tensor
   if (kv_bounds.size() != q_bounds.size())
     throw Error(w + ": kv_bounds " + list(kv_bounds) + " and q_bounds " + list(q_bounds) +
                 " give different rank counts");
-  for (auto [name, b, len] : {std::tuple{"q_bounds", q_bounds, p.seqlen_q}, std::tuple{"kv_bounds", kv_bounds, p.seqlen_kv}})
+  for (auto [name, b, len] :
+       {std::tuple{"q_bounds", q_bounds, p.seqlen_q}, std::tuple{"kv_bounds", kv_bounds, p.seqlen_kv}})
     if (b.front() != 0 || b.back() != len || !std::is_sorted(b.begin(), b.end()))
       throw Error(w + ": " + name + " " + list(b) + " must run from 0 to " + std::to_string(len) +
                   " without decreasing");
@@ -262,8 +262,8 @@ Partial merge_partials(std::span<const Partial> parts) {
     if (part.out.shape() != os || part.lse.shape() != ls || part.out.dtype() != DType::f64 ||
         part.lse.dtype() != DType::f64 || !part.out.is_contiguous() || !part.lse.is_contiguous())
       throw Error("merge_partials: partial out " + shape_string(part.out.shape()) + " / lse " +
-                  shape_string(part.lse.shape()) + " differs from " + shape_string(os) + " / " +
-                  shape_string(ls) + " (all must be contiguous f64)");
+                  shape_string(part.lse.shape()) + " differs from " + shape_string(os) + " / " + shape_string(ls) +
+                  " (all must be contiguous f64)");
   const std::int64_t nb = os[0], ns = os[1], nh = os[2], dv = os[3];
   Partial r = empty_partial(nb, ns, nh, dv);
   const std::size_t n = parts.size();
@@ -357,8 +357,9 @@ Partial ulysses_attention(const Problem& p, const Tensor& q, const Tensor& k, co
     const Tensor vs = slice(v, 1, kv_bounds[at(r)], kv_bounds[at(r + 1)]);
     // All-to-all 1: my sequence shard of rank t's heads goes to rank t.
     for (int t = 0; t < n; ++t)
-      net.send(r, t, 0, {slice(qs, 2, t * hq, (t + 1) * hq), slice(ks, 2, t * hk, (t + 1) * hk),
-                         slice(vs, 2, t * hk, (t + 1) * hk)});
+      net.send(
+          r, t, 0,
+          {slice(qs, 2, t * hq, (t + 1) * hq), slice(ks, 2, t * hk, (t + 1) * hk), slice(vs, 2, t * hk, (t + 1) * hk)});
     Tensor qh(DType::f64, {p.batch, p.seqlen_q, hq, p.head_dim});
     Tensor kh(DType::f64, {p.batch, p.seqlen_kv, hk, p.head_dim});
     Tensor vh(DType::f64, {p.batch, p.seqlen_kv, hk, p.head_dim_v});
@@ -374,8 +375,9 @@ Partial ulysses_attention(const Problem& p, const Tensor& q, const Tensor& k, co
     const Partial res = call(attention, ph, qh, kh, vh);
     // All-to-all 2: rank t's sequence shard of my heads goes back to rank t.
     for (int t = 0; t < n; ++t)
-      net.send(r, t, 1, {slice(res.out, 1, q_bounds[at(t)], q_bounds[at(t + 1)]),
-                         slice(res.lse, 2, q_bounds[at(t)], q_bounds[at(t + 1)])});
+      net.send(r, t, 1,
+               {slice(res.out, 1, q_bounds[at(t)], q_bounds[at(t + 1)]),
+                slice(res.lse, 2, q_bounds[at(t)], q_bounds[at(t + 1)])});
     Partial mine = empty_partial(p.batch, q1 - q0, p.heads_q, p.head_dim_v);
     for (int src = 0; src < n; ++src) {
       const auto msg = net.recv(r, src, 1);
