@@ -27,10 +27,10 @@ using Bounds = std::vector<std::int64_t>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 constexpr double kU = 0x1p-53;  // unit roundoff of double
 
-// The direct algorithm (plain loops): its bits depend only on the data. The online algorithm's
-// small tiles (rows + keys + head_dim < 20) go through Eigen's coefficient-wise product, whose
-// rounding (fused or not) depends on the buffers' alignment: e.g. b1h1s2t3d8v8 gives other bits
-// on another thread (found while writing these tests; reported, reference/ is not changed here).
+// The direct algorithm (plain loops): its bits depend only on the data. The online algorithm
+// gave other bits for the same tiny piece on another thread (e.g. b1h1s2t3d8v8; found while
+// writing these tests, reported, reference/ not changed here), apparently Eigen's small-product
+// path rounding fused or not depending on buffer alignment.
 Partial fp64(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v) {
   auto r = ref::attention(p, q, k, v, ref::Precision::fp64, ref::Algorithm::direct);
   return {r.out, r.lse};
