@@ -18,6 +18,10 @@ int device_count() {
 }
 
 DeviceInfo device_info(int device) {
+  // Checked here rather than left to the runtime: a refused ordinal would be an API error that
+  // compute-sanitizer reports and that lingers as the thread's last error.
+  if (device < 0 || device >= device_count())
+    throw Error("device " + std::to_string(device) + ": no such device (" + std::to_string(device_count()) + " present)");
   hipDeviceProp_t p{};
   ATTEST_GPU_CHECK(hipGetDeviceProperties(&p, device));
   DeviceInfo d;

@@ -118,6 +118,9 @@ inline constexpr int kWarpSizeMax = 64;
 namespace attest::gpu {
 
 [[noreturn]] inline void throw_runtime_error(hipError_t err, const char* what, const char* file, int line) {
+  // A failed runtime call is also recorded as the thread's last error; cleared here, or the next
+  // launch check (hipGetLastError) would report this refused call as a failed launch.
+  (void)hipGetLastError();
   throw Error(std::string(file) + ":" + std::to_string(line) + ": " + what + ": " + hipGetErrorName(err) + " (" +
               hipGetErrorString(err) + ")");
 }

@@ -36,6 +36,7 @@ Outcome guarded(const char* what, F&& body) {
 class GraphReplay final : public Check {
  public:
   std::string_view name() const override { return "graph_replay"; }
+  bool runs_alone() const override { return true; }
   std::string_view summary() const override { return "quantize + attention captured in a graph: N replays == eager, bitwise"; }
   Outcome run(Context& ctx) const override {
     Outcome o;
@@ -65,6 +66,7 @@ class GraphReplay final : public Check {
 class GraphInputs final : public Check {
  public:
   std::string_view name() const override { return "graph_inputs"; }
+  bool runs_alone() const override { return true; }
   std::string_view summary() const override { return "new inputs written into captured buffers: the replay follows them (no stale replay)"; }
   Outcome run(Context& ctx) const override {
     Outcome o;
@@ -102,6 +104,7 @@ class GraphInputs final : public Check {
 class GraphUpdate final : public Check {
  public:
   std::string_view name() const override { return "graph_update"; }
+  bool runs_alone() const override { return true; }
   std::string_view summary() const override { return "graph exec update with new buffer addresses computes into the new buffers only"; }
   Outcome run(Context& ctx) const override {
     Outcome o;
@@ -137,6 +140,7 @@ class GraphUpdate final : public Check {
 class GraphStream final : public Check {
  public:
   std::string_view name() const override { return "graph_stream"; }
+  bool runs_alone() const override { return true; }
   std::string_view summary() const override {
     return "global-mode capture on a non-default stream: nothing escapes to the legacy stream or runs eagerly";
   }

@@ -117,7 +117,10 @@ class DeviceCall {
       std::vector<std::int64_t> host(p_.cu_seqlens_q);
       host.insert(host.end(), p_.cu_seqlens_kv.begin(), p_.cu_seqlens_kv.end());
       alloc(cu_, host.size() * 8, 0);
-      cu_.mem.upload(host.data(), cu_.bytes);
+      // Into the data region (after the guard zone), where enqueue() points the kernel.
+      std::vector<std::uint8_t> whole(cu_.mem.bytes(), 0);
+      std::memcpy(whole.data() + cu_.lead, host.data(), cu_.bytes);
+      cu_.mem.upload(whole.data(), whole.size());
     }
     gpu::synchronize();
   }

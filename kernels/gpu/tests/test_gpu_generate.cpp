@@ -60,7 +60,7 @@ INSTANTIATE_TEST_SUITE_P(All, DeviceGenerate, ::testing::ValuesIn(datasets::all_
 
 TEST(DeviceGenerateArgs, RefusesBadInput) {
   ATTEST_REQUIRE_GPU();
-  const Problem rag = parse_problem("b2h1s4d8:cu_q=0,3,4:cu_kv=0,1,4");
+  const Problem rag = parse_problem("b2h1s3d8:cu_q=0,3,4:cu_kv=0,1,4");
   EXPECT_THROW(generate_qkv_device(rag, datasets::Distribution::normal, 1, nullptr, nullptr, nullptr), Error);
   const Problem p = parse_problem("b1h1s4d8");
   EXPECT_THROW(generate_qkv_device(p, static_cast<datasets::Distribution>(200), 1, nullptr, nullptr, nullptr), Error);

@@ -122,6 +122,9 @@ class Check {
   /// False for checks that judge the refusal itself (refusal); the rest are UNSUPPORTED
   /// whenever the kernel refuses the case.
   [[nodiscard]] virtual bool needs_support() const { return true; }
+  /// True for checks that capture a device graph: a global-mode capture is invalidated by any
+  /// device call from another thread, so the gate runs these alone, after every other case.
+  [[nodiscard]] virtual bool runs_alone() const { return false; }
   [[nodiscard]] virtual Outcome run(Context& ctx) const = 0;
 };
 
