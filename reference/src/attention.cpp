@@ -80,10 +80,17 @@ const T& nan_max(const T& a, const T& b) {
 // folded into tokens; ragged tensors have dim0 == 1). Rows of one head are contiguous, so a tile of
 // consecutive tokens is a row-major [n x width] matrix whatever the source strides were: the
 // arithmetic never sees the layout.
+// Buffers that Eigen reads or writes start at Eigen's largest alignment. Eigen peels scalar
+// iterations until an aligned address and vectorises the rest (with FMA); on a heap address that
+// varies from run to run, so would the rounding (seen: tiny problems differing bitwise between
+// threads). A fixed base alignment makes the split, and the bits, the same every run.
+template <class T>
+using AlignedVector = std::vector<T, Eigen::aligned_allocator<T>>;
+
 template <class T>
 struct Packed {
   std::int64_t heads = 0, tokens = 0, width = 0;
-  std::vector<T> data;
+  AlignedVector<T> data;
   [[nodiscard]] const T* row(std::int64_t head, std::int64_t token) const {
     return data.data() + (head * tokens + token) * width;
   }
@@ -231,7 +238,7 @@ void online_items(const Problem& p, const Geometry& geo, const Inputs<T>& in, co
   const auto n_items = static_cast<std::int64_t>(items.size());
 #pragma omp parallel
   {
-    std::vector<T> s(static_cast<std::size_t>(Br * Bc)), acc(static_cast<std::size_t>(Br * Dv));
+    AlignedVector<T> s(static_cast<std::size_t>(Br * Bc)), acc(static_cast<std::size_t>(Br * Dv));
     std::vector<T> m(static_cast<std::size_t>(Br)), l(static_cast<std::size_t>(Br));
     std::vector<std::int64_t> hi(static_cast<std::size_t>(Br));
 #pragma omp for schedule(dynamic)
