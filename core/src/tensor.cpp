@@ -17,7 +17,11 @@ std::shared_ptr<std::byte[]> allocate(std::size_t bytes) {
 
 Shape contiguous_strides(const Shape& shape) {
   Shape s(shape.size(), 1);
-  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
+  // Checked: an empty tensor (one extent 0) passes the element-count check whatever its other
+  // extents are, but their product still has to fit the strides (found by fuzz_npy).
+  for (std::size_t i = shape.size(); i-- > 1;)
+    if (__builtin_mul_overflow(s[i], shape[i], &s[i - 1]))
+      throw Error("shape " + shape_string(shape) + " overflows 64-bit strides");
   return s;
 }
 

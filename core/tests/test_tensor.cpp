@@ -29,6 +29,9 @@ TEST(Tensor, RejectsWrongTypeAndOutOfBufferStrides) {
   EXPECT_THROW(Tensor::strided(DType::f32, {4, 4}, {5, 1}, 0, 18), Error);  // last element at 3*5+3 = 18
   EXPECT_NO_THROW(Tensor::strided(DType::f32, {4, 4}, {5, 1}, 0, 19));
   EXPECT_THROW(shape_numel({1LL << 40, 1LL << 40}), Error);
+  // Empty, so the element count is 0, but the strides of the other extents overflow (fuzz_npy).
+  EXPECT_THROW(Tensor(DType::f32, {0, 1LL << 40, 1LL << 40, 1LL << 40}), Error);
+  EXPECT_NO_THROW(Tensor(DType::f32, {0, 1LL << 20, 1LL << 20}));
 }
 
 }  // namespace

@@ -206,12 +206,15 @@ Tensor read_npy_from(detail::ByteSource& src) {
     fail(path, "unsupported descr '" + h.descr + "' (valid: " + valid + ")");
   }
   const std::uintmax_t item = dtype_size(*dtype);
-  std::uintmax_t bytes = item;
+  // span: the byte count with empty extents taken as 1. An empty array's other extents still
+  // make its strides, which must fit in 64 bits (found by fuzz_npy).
+  std::uintmax_t bytes = item, span = item;
   for (const auto e : h.shape) {
     if (e < 0) fail(path, "negative extent in shape " + shape_string(h.shape));
     const auto ue = static_cast<std::uintmax_t>(e);
-    if (ue != 0 && bytes > static_cast<std::uintmax_t>(std::numeric_limits<std::int64_t>::max()) / ue)
+    if (ue != 0 && span > static_cast<std::uintmax_t>(std::numeric_limits<std::int64_t>::max()) / ue)
       fail(path, "shape " + shape_string(h.shape) + " overflows the byte count");
+    span *= std::max<std::uintmax_t>(ue, 1);
     bytes *= ue;
   }
   const std::uintmax_t have = file_size - prefix - header_len;

@@ -69,13 +69,15 @@ Entry parse_entry(const std::string& name, const nlohmann::json& e, detail::Byte
   out.dtype = *t;
   const auto& s = e.at("shape");
   if (!s.is_array()) src.fail(where + ": shape is not an array");
-  // The byte count is bounded by int64 (Tensor's element type) at every step, so no product wraps.
-  std::uint64_t bytes = dtype_size(out.dtype);
+  // The byte count is bounded by int64 (Tensor's element type) at every step, so no product wraps;
+  // span takes empty extents as 1: an empty tensor's other extents still make its strides.
+  std::uint64_t bytes = dtype_size(out.dtype), span = bytes;
   constexpr auto kMax = static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max());
   for (const auto& x : s) {
     if (!x.is_number_unsigned()) src.fail(where + ": shape extent " + printable(x.dump()) + " is not a non-negative integer");
     const auto v = x.get<std::uint64_t>();
-    if (v > kMax || (v != 0 && bytes > kMax / v)) src.fail(where + ": shape " + printable(s.dump()) + " overflows the byte count");
+    if (v > kMax || (v != 0 && span > kMax / v)) src.fail(where + ": shape " + printable(s.dump()) + " overflows the byte count");
+    span *= std::max<std::uint64_t>(v, 1);
     bytes *= v;
     out.shape.push_back(static_cast<std::int64_t>(v));
   }
