@@ -305,8 +305,11 @@ GateReport run_gate(const GateOptions& opt) {
     std::vector<std::thread> pool;
     for (int i = 0; i < jobs; ++i) pool.emplace_back(worker);
     for (auto& t : pool) t.join();
-    // Second phase, on this thread alone: the graph-capturing checks, in case order.
+    // Second phase, on this thread alone: the graph-capturing checks, in case order (OpenMP
+    // single-threaded as in the workers).
     std::sort(alone.begin(), alone.end());
+    const int omp_before = omp_get_max_threads();
+    omp_set_num_threads(1);
     std::optional<Context> ctx;
     std::size_t ctx_group = mine.size();
     try {
@@ -321,6 +324,7 @@ GateReport run_gate(const GateOptions& opt) {
     } catch (...) {
       if (!failure) failure = std::current_exception();
     }
+    omp_set_num_threads(omp_before);
   }
   if (journal) std::fclose(journal);
   if (failure) std::rethrow_exception(failure);

@@ -1,5 +1,6 @@
 #include "attest/core/tensor.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -16,12 +17,17 @@ std::shared_ptr<std::byte[]> allocate(std::size_t bytes) {
 }  // namespace
 
 Shape contiguous_strides(const Shape& shape) {
-  Shape s(shape.size(), 1);
-  // Checked: an empty tensor (one extent 0) passes the element-count check whatever its other
-  // extents are, but their product still has to fit the strides (found by fuzz_npy).
-  for (std::size_t i = shape.size(); i-- > 1;)
-    if (__builtin_mul_overflow(s[i], shape[i], &s[i - 1]))
+  // The product of the extents with 0 taken as 1 must fit: an empty tensor passes the
+  // element-count check whatever its other extents are, yet a permutation of it still needs
+  // their strides (found by fuzz_npy). Checked first, so that no order of the extents overflows.
+  std::int64_t span = 1;
+  for (auto e : shape) {
+    if (e < 0) throw Error("negative extent in shape " + shape_string(shape));
+    if (__builtin_mul_overflow(span, std::max<std::int64_t>(e, 1), &span))
       throw Error("shape " + shape_string(shape) + " overflows 64-bit strides");
+  }
+  Shape s(shape.size(), 1);
+  for (std::size_t i = shape.size(); i-- > 1;) s[i - 1] = s[i] * shape[i];
   return s;
 }
 

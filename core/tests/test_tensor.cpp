@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "attest/core/tensor.hpp"
 
 namespace attest {
@@ -31,6 +33,13 @@ TEST(Tensor, RejectsWrongTypeAndOutOfBufferStrides) {
   EXPECT_THROW(shape_numel({1LL << 40, 1LL << 40}), Error);
   // Empty, so the element count is 0, but the strides of the other extents overflow (fuzz_npy).
   EXPECT_THROW(Tensor(DType::f32, {0, 1LL << 40, 1LL << 40, 1LL << 40}), Error);
+  EXPECT_THROW(Tensor(DType::f32, {1LL << 40, 1LL << 40, 1LL << 40, 0}), Error);  // any order
+  try {
+    Tensor(DType::f32, {1, -(1LL << 40), 1LL << 40, 1LL << 40});
+    ADD_FAILURE() << "negative extent accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("negative extent"), std::string::npos) << e.what();
+  }
   EXPECT_NO_THROW(Tensor(DType::f32, {0, 1LL << 20, 1LL << 20}));
 }
 
