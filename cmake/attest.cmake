@@ -42,6 +42,7 @@ function(attest_test name)
   endif()
   add_executable(${name} ${A_SOURCES})
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/core/testing)  # attest/testing/*.hpp
   attest_target_defaults(${name})
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST

@@ -3,38 +3,23 @@
 // report against itself exits 0 and against a slowed copy exits 1; the shards of a gate merge
 // into exactly the unsharded run; malformed input exits 2 and writes nothing.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attest/testing/run_cli.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-struct Run {
-  int code = -1;
-  std::string out;
-};
-
-Run sh(const std::string& args) {
-  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " 2>&1";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Run = attest::testing::CliRun;
+Run sh(const std::string& args) { return attest::testing::run_cli(args); }
 
 json read_json(const fs::path& p) {
   std::ifstream in(p);

@@ -1,36 +1,21 @@
 // The `attest` CLI end to end: exit codes (0 pass, 1 fail, 2 usage/input), a planted failure's
 // repro line reproducing the failure through `attest run`, --resume, sharding, report files.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "attest/testing/run_cli.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
-  int code = -1;
-  std::string out;
-};
-
-Run sh(const std::string& args) {
-  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " 2>&1";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p)) r.out += buf.data();
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Run = attest::testing::CliRun;
+Run sh(const std::string& args) { return attest::testing::run_cli(args); }
 
 class Cli : public ::testing::Test {
  protected:

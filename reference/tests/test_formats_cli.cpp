@@ -1,9 +1,7 @@
 // `attest codec` round trips through the built binary (path from $<TARGET_FILE:attest>): exit
 // codes, output dtypes and values, and that nothing is written on error.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <array>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -13,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "attest/testing/run_cli.hpp"
 #include "attest/core/output_files.hpp"
 #include "attest/datasets/npy.hpp"
 #include "attest/reference/formats.hpp"
@@ -22,21 +21,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct CliResult {
-  int code;
-  std::string output;
-};
-
-CliResult run_cli(const std::string& args) {
-  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {-1, "popen failed"};
-  std::string out;
-  std::array<char, 512> buf{};
-  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
-  const int status = pclose(p);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+using CliResult = attest::testing::CliRun;
+using attest::testing::run_cli;
 
 class CodecCli : public ::testing::Test {
  protected:
@@ -72,7 +58,7 @@ TEST_F(CodecCli, EncodeDecodeRoundTripEveryFormat) {
       SCOPED_TRACE(std::string(format_name(f)) + " " + ov);
       const CliResult e = run_cli("codec --format " + std::string(format_name(f)) + " --overflow " + ov + " --round away --encode " +
                         path("in.npy") + " " + path("codes.npy"));
-      ASSERT_EQ(e.code, 0) << e.output;
+      ASSERT_EQ(e.code, 0) << e.out;
       const Tensor codes = datasets::read_npy(path("codes.npy"));
       ASSERT_EQ(codes.shape(), (Shape{3, 4}));
       const bool wide = format_info(f).bits > 8;
@@ -84,7 +70,7 @@ TEST_F(CodecCli, EncodeDecodeRoundTripEveryFormat) {
       }
       const CliResult d = run_cli("codec --format " + std::string(format_name(f)) + " --decode " + path("codes.npy") + " " +
                         path("dec.npy"));
-      ASSERT_EQ(d.code, 0) << d.output;
+      ASSERT_EQ(d.code, 0) << d.out;
       const Tensor dec = datasets::read_npy(path("dec.npy"));
       ASSERT_EQ(dec.dtype(), DType::f32);
       for (std::size_t i = 0; i < xs.size(); ++i) {
@@ -105,7 +91,7 @@ TEST_F(CodecCli, DoubleInputIsRoundedOnce) {
   in.data<double>()[1] = 464.0;
   write("in.npy", in);
   const CliResult e = run_cli("codec --format fp8_e4m3fn --encode " + path("in.npy") + " " + path("codes.npy"));
-  ASSERT_EQ(e.code, 0) << e.output;
+  ASSERT_EQ(e.code, 0) << e.out;
   const Tensor codes = datasets::read_npy(path("codes.npy"));
   EXPECT_EQ(codes.data<std::uint8_t>()[0], 0x7F);
   EXPECT_EQ(codes.data<std::uint8_t>()[1], 0x7E);
@@ -121,23 +107,23 @@ TEST_F(CodecCli, ErrorsExitTwoAndWriteNothing) {
   write("ints.npy", ints);
 
   CliResult r = run_cli("codec --format fp8_e4m3 --encode " + path("in.npy") + " " + path("out.npy"));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("fp8_e4m3fnuz"), std::string::npos) << r.output;  // lists valid names
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("fp8_e4m3fnuz"), std::string::npos) << r.out;  // lists valid names
   r = run_cli("codec --format fp4_e2m1fn --round nearest --encode " + path("in.npy") + " " + path("out.npy"));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("smaller"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("smaller"), std::string::npos) << r.out;
   r = run_cli("codec --format fp4_e2m1fn --overflow clamp --encode " + path("in.npy") + " " + path("out.npy"));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("sat_hip"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("sat_hip"), std::string::npos) << r.out;
   r = run_cli("codec --format fp8_e4m3fn");
-  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
   r = run_cli("codec --format fp8_e4m3fn --decode " + path("big.npy") + " " + path("out.npy"));
-  EXPECT_EQ(r.code, 2) << r.output;
-  EXPECT_NE(r.output.find("300"), std::string::npos) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("300"), std::string::npos) << r.out;
   r = run_cli("codec --format bf16 --encode " + path("ints.npy") + " " + path("out.npy"));
-  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
   r = run_cli("codec --format bf16 --encode " + path("missing.npy") + " " + path("out.npy"));
-  EXPECT_EQ(r.code, 2) << r.output;
+  EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_FALSE(fs::exists(dir_ / "out.npy"));
   std::size_t files = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++files;

@@ -3,17 +3,15 @@
 // faulty plugin's dropped KV tile caught exactly where a row spans more than one tile, a kernel
 // that reports failure, and `attest gate/run --plugin` on the command line.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <array>
 #include <cmath>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 
+#include "attest/testing/run_cli.hpp"
 #include "attest/conformance/gate.hpp"
 #include "attest/kernels/kernel.hpp"
 #include "attest/kernels/plugin_loader.hpp"
@@ -224,21 +222,8 @@ TEST(PluginLoader, KernelFailureIsAnErrorVerdictWithItsMessage) {
 }
 
 // --- the command line ---
-struct Run {
-  int code = -1;
-  std::string out;
-};
-Run sh(const std::string& args) {
-  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " 2>&1";
-  Run r;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  std::array<char, 4096> buf{};
-  while (std::fgets(buf.data(), buf.size(), p) != nullptr) r.out += buf.data();
-  const int st = ::pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+using Run = attest::testing::CliRun;
+Run sh(const std::string& args) { return attest::testing::run_cli(args); }
 
 class PluginCli : public ::testing::Test {
  protected:
