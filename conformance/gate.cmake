@@ -93,6 +93,11 @@ if(ATTEST_BUILD_TESTS)
     if(TARGET conformance_seeds)
       target_compile_definitions(conformance_seeds PRIVATE ATTEST_SEED_SWEEP)
     endif()
+    # The accuracy rule on correct non-bitwise kernels (50 seeds x every fill) and on p_e5m2.
+    attest_test(conformance_accuracy_rule
+      SOURCES tests/test_accuracy_rule.cpp
+      DEPS attest_conformance attest_kernels attest_kernels_mutants attest_reference
+      LABELS slow)
     attest_test(conformance_cli
       SOURCES tests/test_cli.cpp
       DEPS attest_conformance

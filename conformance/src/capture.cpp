@@ -515,16 +515,14 @@ CaptureResult check_capture(const Capture& c, const CaptureOptions& opt) {
   const ToleranceRow& row = tol.lookup(r.recipe, "accuracy");
 
   // The gate's oracles (Context::ref64 / emulate): FP64 reference; the recipe emulation and its
-  // K/V-reversed twin, with correctly rounded exp2 standing in for a hardware exp2.
+  // floor twin (K/V reversed, half tiles), with correctly rounded exp2 standing in for a hardware exp2.
   const auto ref64 = ref::attention(in.problem, in.q, in.k, in.v, ref::Precision::fp64);
   Recipe er = in.recipe;
   if (er.exp2 == Exp2Policy::hw) er.exp2 = Exp2Policy::cr;
   ref::EmulatorOutput emu, rev;
   try {
     emu = ref::emulate(in.problem, er, in.q, in.k, in.v);
-    ref::EmulateOptions o;
-    o.reverse_kv = true;
-    rev = ref::emulate(in.problem, er, in.q, in.k, in.v, o);
+    rev = ref::emulate(in.problem, er, in.q, in.k, in.v, ref::floor_twin());
   } catch (const Error& e) {
     throw Error(c.source + ": recipe " + r.recipe + " cannot be emulated on this capture: " + e.what());
   }

@@ -158,16 +158,14 @@ const ref::AttentionOutput& Context::ref64() {
 }
 
 ref::EmulatorOutput Context::emulate(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                                     bool reverse_kv) const {
+                                     bool floor_twin) const {
   // A recipe with hardware exp2 has no bitwise model; its budget and floor come from the same
   // recipe with correctly rounded exp2 (the hardware approximation is then part of what the
   // tolerance row's alpha/beta must absorb).
   Recipe r = case_.recipe;
   if (r.exp2 == Exp2Policy::hw) r.exp2 = Exp2Policy::cr;
   try {
-    ref::EmulateOptions o;
-    o.reverse_kv = reverse_kv;
-    return ref::emulate(p, r, q, k, v, o);
+    return ref::emulate(p, r, q, k, v, floor_twin ? ref::floor_twin() : ref::EmulateOptions{});
   } catch (const std::exception& e) {
     throw VerdictError(Verdict::error, std::string("emulator: ") + e.what());
   }

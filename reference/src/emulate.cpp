@@ -318,7 +318,7 @@ struct RowScratch {
 
 // One output row. Writes Dv outputs, returns (lse, rescales).
 void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_t slab_kv, std::int64_t i,
-                 std::int64_t hi, float* out, std::int64_t out_stride, float& lse, std::int32_t& rescales,
+                 std::int64_t hi, float* out, float* out_unrounded, std::int64_t out_stride, float& lse, std::int32_t& rescales,
                  RowScratch& w) {
   const Recipe& r = pl.r;
   const std::int64_t D = u.q.C, Dv = u.v.C, Tq = u.q.T, Tk = u.k.T;
@@ -472,7 +472,7 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
   }
 
   if (!started) {
-    for (std::int64_t d = 0; d < Dv; ++d) out[d * out_stride] = 0.0f;
+    for (std::int64_t d = 0; d < Dv; ++d) out[d * out_stride] = out_unrounded[d * out_stride] = 0.0f;
     lse = -kInf;
     return;
   }
@@ -488,6 +488,7 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
     if (rr.div == DivisionOp::ieee_div) o = (a / l) * vs[d];
     else if (rr.vscale == VScaleAt::rcp) o = a * (rcp * vs[d]);
     else o = (a * rcp) * vs[d];
+    out_unrounded[d * out_stride] = o;
     out[d * out_stride] = pl.out_round ? round_to(pl.out_fmt, o) : o;
   }
   lse = static_cast<float>((static_cast<double>(m) + log2_portable(static_cast<double>(l))) * kLn2);
@@ -562,6 +563,10 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
     require(r.tile_kv % pl.pv_block == 0, "tile_kv " + std::to_string(r.tile_kv) +
                                               " must be a multiple of the P.V block " + std::to_string(pl.pv_block));
   pl.out_round = elem_format(r.out, pl.out_fmt);
+  require(opt.tile_kv_divisor >= 1, "tile_kv_divisor must be >= 1");
+  if (const int t = r.tile_kv / opt.tile_kv_divisor;
+      opt.tile_kv_divisor > 1 && t >= 1 && (!(pl.p_mx || kv == Kind::mx) || t % pl.pv_block == 0))
+    pl.r.tile_kv = t;
   return pl;
 }
 
@@ -596,6 +601,7 @@ EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const
   const std::int64_t rows = ragged ? p.cu_seqlens_q.back() : p.seqlen_q;
   EmulatorOutput res;
   res.out = ragged ? Tensor(DType::f32, {1, rows, H, Dv}) : Tensor(DType::f32, {B, rows, H, Dv});
+  res.out_unrounded = Tensor(DType::f32, res.out.shape());
   res.lse = ragged ? Tensor(DType::f32, {1, H, rows}) : Tensor(DType::f32, {B, H, rows});
   res.rescales = Tensor(DType::i32, res.lse.shape());
 
@@ -620,6 +626,7 @@ EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const
         work.push_back({b, h, i0, std::min(p.len_q(b), i0 + r.tile_q)});
 
   float* outp = res.out.numel() > 0 ? res.out.data<float>() : nullptr;
+  float* outu = res.out_unrounded.numel() > 0 ? res.out_unrounded.data<float>() : nullptr;
   float* lsep = res.lse.numel() > 0 ? res.lse.data<float>() : nullptr;
   auto* rsp = res.rescales.numel() > 0 ? res.rescales.data<std::int32_t>() : nullptr;
   const auto nwork = static_cast<std::int64_t>(work.size());
@@ -637,9 +644,10 @@ EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const
       for (std::int64_t i = wk.i0; i < wk.i1; ++i) {
         const std::int64_t hi = std::clamp<std::int64_t>(p.visible_keys(wk.b, i), 0, p.len_kv(wk.b));
         const std::int64_t row = row0 + i;
-        float* o = outp + ((bo * rows + row) * H + wk.h) * Dv;
+        const std::int64_t oi = ((bo * rows + row) * H + wk.h) * Dv;
+        float* o = outp + oi;
         const std::int64_t li = (bo * H + wk.h) * rows + row;
-        emulate_row(pl, u, slab_q, slab_kv, i, hi, o, 1, lsep[li], rsp[li], scratch);
+        emulate_row(pl, u, slab_q, slab_kv, i, hi, o, outu + oi, 1, lsep[li], rsp[li], scratch);
       }
     }
   }

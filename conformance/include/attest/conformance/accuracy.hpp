@@ -12,8 +12,12 @@
 namespace attest::conformance {
 
 /// `out` f32 [B,S,H,Dv] and `lse` f32 [B,H,S] (or empty) in the reference's logical shapes (any
-/// strides); `emu` / `emu_rev` the recipe emulation and its K/V-reversed twin.
+/// strides); `emu` / `emu_rev` the recipe emulation and its floor twin (ref::floor_twin()).
 Outcome judge_accuracy(const ToleranceRow& row, const Tensor& out, const Tensor& lse, const ref::AttentionOutput& ref64,
                        const ref::EmulatorOutput& emu, const ref::EmulatorOutput& emu_rev);
+
+/// The output floor: how far the floor twin moves the emulation, measured before the output
+/// rounding so that one output-ulp flip (already in the budget) is not counted twice.
+metrics::Comparison output_floor(const ref::EmulatorOutput& emu, const ref::EmulatorOutput& twin);
 
 }  // namespace attest::conformance

@@ -89,10 +89,11 @@ class Context {
   [[nodiscard]] datasets::Qkv inputs_for(const Problem& p) const;
   const ref::AttentionOutput& ref64();
   const ref::EmulatorOutput& emu();
-  const ref::EmulatorOutput& emu_rev();
-  /// Emulation of an arbitrary problem/inputs (VerdictError error when the emulator throws).
+  const ref::EmulatorOutput& emu_rev();  ///< the floor twin (ref::floor_twin(): K/V reversed, half tiles)
+  /// Emulation of an arbitrary problem/inputs (VerdictError error when the emulator throws);
+  /// `floor_twin` runs ref::floor_twin()'s reordering.
   [[nodiscard]] ref::EmulatorOutput emulate(const Problem& p, const Tensor& q, const Tensor& k, const Tensor& v,
-                                            bool reverse_kv = false) const;
+                                            bool floor_twin = false) const;
   /// The kernel on the case problem, default config and layout, poison-prefilled outputs.
   const KernelOutput& baseline();
   /// One kernel call on problem p with inputs `logical` (VerdictError error when it throws).

@@ -22,10 +22,27 @@ struct EmulateOptions {
   /// With K smoothing (k' = k - km), return the LSE of the smoothed logits as the kernel computes
   /// it, without the correction q.km * softmax_scale (Sage adds it outside the kernel).
   bool smoothed_lse = false;
+  /// Run the key tiles at tile_kv / tile_kv_divisor keys (kept when the quotient would break a
+  /// P.V block multiple or fall below 1). Quantization does not depend on tile_kv, so this moves
+  /// only where the running max is taken, where P is rounded, and the order of the tile sums.
+  int tile_kv_divisor = 1;
 };
+
+/// The floor twin (docs/gate.md "The accuracy rule"): K/V tiles and keys reversed and tiles of
+/// half the recipe's tile_kv. Both are reorderings a correct kernel of the same recipe may make
+/// (another tile config, another loop direction); how far they move the emulator is the floor.
+inline EmulateOptions floor_twin() {
+  EmulateOptions o;
+  o.reverse_kv = true;
+  o.tile_kv_divisor = 2;
+  return o;
+}
 
 struct EmulatorOutput {
   Tensor out;  ///< float32 [B,S,H,Dv] (ragged [1,total_q,H,Dv]), values of the recipe's output format
+  /// `out` before the output rounding (float32 normalised accumulator x V scale): the accuracy
+  /// rule's floor is measured here, so that one output-ulp flip is not counted twice (docs/gate.md).
+  Tensor out_unrounded;
   Tensor lse;  ///< float32 [B,H,S] (ragged [1,H,total_q]), natural log; -inf for fully-masked rows
   /// i32, shaped like lse: how many key tiles moved the row's running max after the first tile
   /// (each one rescales the accumulator). With rescale=conditional it shows which maxima were kept.
