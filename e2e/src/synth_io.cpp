@@ -97,6 +97,9 @@ void stage_audio(OutputFiles& out, const fs::path& path, const SynthResult& res)
   info.format = SF_FORMAT_WAV | SF_FORMAT_FLOAT;
   SNDFILE* f = sf_open(tmp.path.c_str(), SFM_WRITE, &info);
   if (f == nullptr) throw Error(path.string() + ": libsndfile cannot write WAV: " + sf_strerror(nullptr));
+  // libsndfile adds a PEAK chunk to float WAVs whose timestamp field is the wall clock: without
+  // it two runs with the same arguments write the same bytes.
+  sf_command(f, SFC_SET_ADD_PEAK_CHUNK, nullptr, SF_FALSE);
   const auto n = static_cast<sf_count_t>(res.audio.size());
   const sf_count_t wrote = sf_write_float(f, res.audio.data(), n);
   sf_close(f);

@@ -10,6 +10,11 @@ when a GPU is visible, on CUDA). Writes, all little-endian .npy:
   mld_encode_<fmt>.npy           codes of ml_dtypes' cast of every input (uint8; uint16 for bf16/fp16);
                                  int8 = numpy rint + clip to [-128, 127], NaN -> 0
   mld_decode_<fmt>.npy           float32 value of every code 0 .. 2^bits - 1 (ml_dtypes)
+  inputs_e8m0_f32.npy            float32[M]: dense e8m0fnu inputs: every 2^e and 1.5 * 2^e (the ties)
+                                 for e in [-149, 128] with their float32 neighbours, all FP32
+                                 subnormals at a stride of 512 and every pattern within 64 of
+                                 2^-127 and 1.5 * 2^-127, +-0, +-Inf, NaNs, +-max; both signs
+  mld_encode_e8m0fnu_dense.npy   ml_dtypes codes of inputs_e8m0_f32
   torch_<dev>_encode_<fmt>.npy   codes of torch's `.to(torch.float8_*)` for the four FP8 formats
   provenance.json                library versions, date, device, this script's sha256, file list
 <fmt> uses attest's names (fp8_e4m3fn, ...). Total size is about 1.3 MB.
@@ -99,6 +104,22 @@ def boundary_inputs():
     return out[np.sort(idx)]
 
 
+def e8m0_dense_inputs():
+    f = np.float32
+    p = np.array([2.0 ** e for e in range(-149, 129)] + [1.5 * 2.0 ** e for e in range(-149, 128)])
+    with np.errstate(over="ignore"):
+        p = p.astype(f)
+    p = np.concatenate([p, np.nextafter(p, f(np.inf)), np.nextafter(p, f(0))])
+    sub = np.arange(0, 1 << 23, 512, dtype=np.uint32)
+    near = np.concatenate([np.arange(c - 64, c + 65, dtype=np.uint32) for c in (0x400000, 0x600000)])
+    fi = np.finfo(f)
+    special = np.array([0.0, np.inf, np.nan, fi.max, fi.tiny, fi.smallest_subnormal], dtype=f)
+    out = np.concatenate([special, p, sub.view(f), near.view(f)])
+    out = np.concatenate([out, -out])
+    _, idx = np.unique(out.view(np.uint32), return_index=True)
+    return out[np.sort(idx)]
+
+
 def random_inputs(n):
     rng = np.random.default_rng(SEED)
     mag = 10.0 ** rng.uniform(-12, 12, size=n)          # log-uniform magnitudes
@@ -130,6 +151,9 @@ def main():
                             "shape": list(arr.shape), "what": what}
 
     save("inputs_f32.npy", x, f"{b.size} boundary/tie/special values, then seeded random (seed {SEED})")
+    xe = e8m0_dense_inputs()
+    save("inputs_e8m0_f32.npy", xe, "dense e8m0fnu inputs: powers of two, ties, neighbours, subnormals, specials")
+    save("mld_encode_e8m0fnu_dense.npy", encode("e8m0fnu", xe), "ml_dtypes cast of inputs_e8m0_f32 to e8m0fnu, codes")
     for name in FORMATS:
         save(f"mld_encode_{name}.npy", encode(name, x), f"ml_dtypes cast of inputs_f32 to {name}, codes")
         save(f"mld_decode_{name}.npy", decode_all(name), f"ml_dtypes value of every {name} code")
@@ -137,6 +161,8 @@ def main():
     torch_info = None
     try:
         import torch
+        if not hasattr(torch, "__version__"):  # without torch, ./torch (the attention oracles) imports as a namespace
+            raise ImportError("torch")
         torch_info = {"version": torch.__version__, "cuda": None}
         tmap = {"fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2,
                 "fp8_e4m3fnuz": torch.float8_e4m3fnuz, "fp8_e5m2fnuz": torch.float8_e5m2fnuz}
@@ -152,6 +178,24 @@ def main():
     except ImportError:
         pass
 
+    # A run without torch (or without a GPU) keeps the torch vectors of an earlier run when they were made from the
+    # same inputs_f32 (same sha256), with that run's provenance; otherwise they are removed.
+    carried = None
+    old_prov = os.path.join(out_dir, "provenance.json")
+    if os.path.exists(old_prov):
+        with open(old_prov) as fh:
+            old = json.load(fh)
+        same_inputs = old.get("files", {}).get("inputs_f32.npy", {}).get("sha256") == files["inputs_f32.npy"]["sha256"]
+        kept = {k: v for k, v in old.get("files", {}).items()
+                if k.startswith("torch_") and k not in files and os.path.exists(os.path.join(out_dir, k))}
+        if kept and same_inputs:
+            files.update(kept)
+            carried = {"files": sorted(kept), "date_utc": old.get("date_utc"), "torch": old.get("torch"),
+                       "why": "made by an earlier run (with torch, on a GPU machine) from the same inputs_f32.npy"}
+        else:
+            for k in kept:
+                os.remove(os.path.join(out_dir, k))
+
     with open(os.path.abspath(__file__), "rb") as fh:
         script_sha = hashlib.sha256(fh.read()).hexdigest()
     prov = {
@@ -163,6 +207,7 @@ def main():
         "numpy": np.__version__,
         "ml_dtypes": ml_dtypes.__version__,
         "torch": torch_info,
+        "carried_over": carried,
         "n_inputs": int(N_INPUTS),
         "n_boundary_inputs": int(b.size),
         "int8_rule": "np.clip(np.rint(x), -128, 127), NaN -> 0",

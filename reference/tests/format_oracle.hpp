@@ -187,7 +187,8 @@ class FormatOracle {
     switch (r) {
       case Rounding::away: return hi;
       case Rounding::smaller: return lo;
-      case Rounding::rne: return (table_[lo].code % 2 == 0) ? lo : hi;
+      // E8M0's RNE keeps the implicit significand bit, odd for every value: a tie goes up.
+      case Rounding::rne: return l_.kind != Layout::e8m0 && (table_[lo].code % 2 == 0) ? lo : hi;
     }
     return lo;
   }

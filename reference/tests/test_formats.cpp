@@ -345,15 +345,19 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(e8, 1.0f), 127);
   EXPECT_EQ(encode(e8, 0x1p-127f), 0);
   EXPECT_EQ(encode(e8, 0x1p127f), 254);
-  EXPECT_EQ(encode(e8, 3.0f), 128);                   // 1.5 * 2^1: even code 128 (2.0)
-  EXPECT_EQ(encode(e8, 6.0f), 130);                   // 1.5 * 2^2: even code 130 (8.0)
-  EXPECT_EQ(encode(e8, 3.0f, Rounding::away), 129);   // ml_dtypes >= 0.5.1 behaviour
+  EXPECT_EQ(encode(e8, 3.0f), 129);                   // 1.5 * 2^1 -> 4.0: ties go up (ml_dtypes)
+  EXPECT_EQ(encode(e8, 6.0f), 130);                   // 1.5 * 2^2 -> 8.0
+  EXPECT_EQ(encode(e8, 0x1.8p-127f), 1);              // FP32-subnormal tie -> 2^-126 (ml_dtypes)
+  EXPECT_EQ(encode(e8, std::nextafter(0x1.8p-127f, 0.0f)), 0);  // below the tie: 2^-127 is nearest
+  EXPECT_EQ(encode(e8, 0x1.8p-127f, Rounding::smaller), 0);
+  EXPECT_EQ(encode(e8, 3.0f, Rounding::away), 129);
   EXPECT_EQ(encode(e8, 6.0f, Rounding::smaller), 129);
   EXPECT_EQ(encode(e8, 3.01f), 129);
   EXPECT_EQ(encode(e8, 0.0f), 0xFF);
   EXPECT_EQ(encode(e8, -4.0f), 0xFF);
   EXPECT_EQ(encode(e8, 0x1p-140f), 0);               // nearest value is 2^-127
-  EXPECT_EQ(encode(e8, 0x1.8p127f), 0xFE);           // tie 2^127 (254, even) / 2^128
+  EXPECT_EQ(encode(e8, 0x1.8p127f), 0xFF);           // tie 2^127 / 2^128 goes up: overflow -> NaN
+  EXPECT_EQ(encode(e8, 0x1.8p127f, Rounding::rne, Overflow::sat_cuda), 0xFE);
   EXPECT_EQ(encode(e8, 0x1.9p127f), 0xFF);           // overflow -> NaN
   EXPECT_EQ(encode(e8, 0x1.9p127f, Rounding::rne, Overflow::sat_cuda), 0xFE);
   EXPECT_EQ(encode(e8, -4.0f, Rounding::rne, Overflow::sat_cuda), 0x00);

@@ -35,8 +35,8 @@ enum class Format : std::uint8_t {
 ///   away    ties away from zero (microxcaling "nearest", AITER _compute_mx_quant_and_scale_rne);
 ///   smaller ties toward the smaller magnitude (AITER native fp4 pack).
 /// For int8 "even" means an even integer; for e8m0fnu the tie is 1.5 * 2^e (between 2^e and
-/// 2^(e+1)) and "even" means an even exponent code (ml_dtypes >= 0.5.1 rounds these ties up,
-/// which is `away` here; see docs/formats.md).
+/// 2^(e+1)) and `rne` rounds it up, like `away`: ml_dtypes' RNE keeps the implicit significand
+/// bit, which is 1 for every E8M0 value (equal to ml_dtypes 0.7.0 on all 2^32 floats; docs/formats.md).
 enum class Rounding : std::uint8_t { rne, away, smaller };
 
 /// What happens to values beyond the format's range, to Inf and to NaN.
