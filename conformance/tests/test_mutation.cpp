@@ -109,9 +109,12 @@ TEST(Mutation, EveryNonBitwiseMutantFailsANumericalOrMemoryCheck) {
   const std::size_t killed = print_table(s, "non-bitwise registrations (mutant.nb.<name>), smoke set, checks other than bitwise");
   for (const auto& m : s.mutants) {
     const bool allowed = kBelowNoiseFloor.count(m) > 0;
-    if (allowed) EXPECT_FALSE(s.caught.count(m)) << "mutant.nb." << m << " is caught now: remove it from kBelowNoiseFloor";
-    else EXPECT_TRUE(s.caught.count(m)) << "mutant.nb." << m << " survived every check but bitwise"
-                                        << (s.closest.count(m) ? "; closest accuracy: " + s.closest.at(m) : "");
+    if (allowed) {
+      EXPECT_FALSE(s.caught.count(m)) << "mutant.nb." << m << " is caught now: remove it from kBelowNoiseFloor";
+    } else {
+      EXPECT_TRUE(s.caught.count(m)) << "mutant.nb." << m << " survived every check but bitwise"
+                                     << (s.closest.count(m) ? "; closest accuracy: " + s.closest.at(m) : "");
+    }
   }
   for (const auto& [m, why] : kBelowNoiseFloor) EXPECT_TRUE(s.mutants.count(m)) << m << ": allow-listed but not registered";
   std::printf("non-bitwise score: %zu caught, %zu allow-listed below the noise floor, of %zu\n", killed,

@@ -19,7 +19,9 @@ TEST(Registry, ListsProductionKernelsAndMutants) {
                         "int8_trunc", "smooth_per_token", "p_e5m2", "fp8_v_nosat"})
     EXPECT_NE(reg.find(std::string("mutant.") + m), nullptr) << m;
   for (const auto& k : reg.match("mutant.*"))  // every mutant has its non-bitwise twin and vice versa
-    if (k->name().rfind("mutant.nb.", 0) != 0) EXPECT_NE(reg.find("mutant.nb." + k->name().substr(7)), nullptr) << k->name();
+    if (k->name().rfind("mutant.nb.", 0) != 0) {
+      EXPECT_NE(reg.find("mutant.nb." + k->name().substr(7)), nullptr) << k->name();
+    }
   std::set<std::string> names;
   for (const auto& k : reg.all()) EXPECT_TRUE(names.insert(k->name()).second) << "duplicate " << k->name();
   EXPECT_EQ(reg.match("cpu.tiled.*").size(), named_recipes().size());
