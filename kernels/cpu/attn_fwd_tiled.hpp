@@ -39,6 +39,22 @@ enum class Bug : std::uint8_t {
   nondeterministic,    ///< row sum and P.V within a tile start at a key that rotates per call
   p_e5m2,              ///< P cast to e5m2 instead of the recipe's P format
   ftz_acc,             ///< FP32 accumulator flushed to zero when subnormal
+  no_max_sub,          ///< P = exp2(logit) without subtracting the running max (max pinned at 0)
+  causal_diag_off,     ///< causal masks exclude the diagonal key (`<` for `<=`)
+  kv_swapped,          ///< K and V arguments swapped (when head_dim == head_dim_v)
+  v_head_mixup,        ///< K uses KV head h / (H / Hkv), V uses h % Hkv
+  qblock_mismatch,     ///< per_block quantizer scales per block/2 tokens, kernel reads them per block
+  e8m0_floor,          ///< MX operand E8M0 scales by the OCP floor rule instead of the recipe's rule
+  e8m0_bias,           ///< MX Q/K block exponents decoded with bias 128 instead of 127
+  fa4_exp2_trunc,      ///< FA4 exp2 splits x by truncation toward zero instead of floor
+  fa4_threshold_ratio, ///< FA4 rescale threshold 8 (log2 units) read as the ratio 2^8
+  sage_lse_no_smooth,  ///< K-smoothing correction of the LSE omitted
+  v_descale_missing,   ///< V's dequantization scale not applied to O
+  v_descale_twice,     ///< V's dequantization scale applied twice to O
+  cu_kv_from_q,        ///< ragged K/V rows addressed with cu_seqlens_q instead of cu_seqlens_kv
+  scale_from_dv,       ///< default softmax scale 1/sqrt(head_dim_v) instead of 1/sqrt(head_dim)
+  drop_first_kv_tile,  ///< a row's first KV tile is skipped when it has more than one
+  drop_middle_kv_tile, ///< a row's second KV tile is skipped when it has three or more
 };
 
 /// The recipe as the engine uses it.
@@ -64,14 +80,16 @@ std::vector<std::string> tiled_configs();
 template <Bug B>
 class TiledKernel final : public Kernel {
  public:
-  TiledKernel(std::string name, std::string recipe_text)
-      : name_(std::move(name)), recipe_text_(std::move(recipe_text)) {}
+  /// `bitwise`: the declared contract (the production kernels and the `mutant.<name>`
+  /// registrations claim it; `mutant.nb.<name>` registrations do not).
+  TiledKernel(std::string name, std::string recipe_text, bool bitwise = true)
+      : name_(std::move(name)), recipe_text_(std::move(recipe_text)), bitwise_(bitwise) {}
   std::string name() const override { return name_; }
   std::string backend() const override { return "cpu"; }
   std::vector<std::string> recipes() const override { return {recipe_label(parse_recipe(recipe_text_))}; }
   Capabilities capabilities() const override {
     Capabilities c;
-    c.bitwise = true;  // mutants lie here: that is the point
+    c.bitwise = bitwise_;  // `mutant.<name>` lies here: that is the point
     c.deterministic = true;
     return c;
   }
@@ -97,6 +115,7 @@ class TiledKernel final : public Kernel {
 
  private:
   std::string name_, recipe_text_;
+  bool bitwise_ = true;
 };
 
 }  // namespace attest::kernels::cpu

@@ -91,7 +91,25 @@ struct Params {
   bool p_mx = false;
 };
 
-inline float exp2_of(Exp2Policy e, float x) { return e == Exp2Policy::fa4 ? exp2_fa4(x) : exp2_cr(x); }
+/// exp2_fa4 with the planted split bug: n = trunc(x), so f = x - n lies in (-1, 0] for negative
+/// x, outside [0, 1) where the cubic approximates 2^f.
+inline float exp2_fa4_trunc(float x) {
+  if (!(x >= -127.0f)) x = -127.0f;
+  const float n = std::trunc(x);
+  const float f = x - n;
+  const float c1 = from_bits(0x3F31F519u), c2 = from_bits(0x3E6906A4u), c3 = from_bits(0x3D9DF09Du);
+  const float p = std::fma(std::fma(std::fma(c3, f, c2), f, c1), f, 1.0f);
+  const auto ni = static_cast<std::int32_t>(n);
+  return from_bits(static_cast<std::uint32_t>(ni) * (1u << 23) + bits_of(p));
+}
+
+template <Bug B>
+inline float exp2_of(Exp2Policy e, float x) {
+  if constexpr (B == Bug::fa4_exp2_trunc) {
+    if (e == Exp2Policy::fa4) return exp2_fa4_trunc(x);
+  }
+  return e == Exp2Policy::fa4 ? exp2_fa4(x) : exp2_cr(x);
+}
 
 template <Bug B>
 inline float flush(float x) {
@@ -113,21 +131,26 @@ void update(RowState& st, float* acc, const Params& pr, const float* x, const fl
     if (std::isnan(y) || std::isnan(m_tile)) m_tile = kNaN;
     else m_tile = std::max(m_tile, y);
   }
+  double threshold = r.rescale_threshold;
+  if constexpr (B == Bug::fa4_threshold_ratio) threshold = std::exp2(threshold);
   float m_new = st.m;
   if (std::isnan(m_tile) || std::isnan(st.m)) m_new = kNaN;
   else if (!(r.rescale == RescalePolicy::conditional && st.m > kNegInf &&
-             st.m - m_tile >= static_cast<float>(-r.rescale_threshold)))
+             st.m - m_tile >= static_cast<float>(-threshold)))
     m_new = std::max(st.m, m_tile);
   if (m_new == kNegInf) return;
+  if constexpr (B == Bug::no_max_sub) {
+    if (!std::isnan(m_new)) m_new = 0.0f;  // a finite tile was seen: the "max" is pinned at 0
+  }
   if (!(m_new == st.m)) {
-    float alpha = exp2_of(r.exp2, st.m - m_new);
+    float alpha = exp2_of<B>(r.exp2, st.m - m_new);
     if constexpr (B == Bug::no_rescale) alpha = st.started ? 1.0f : alpha;
     st.l = st.l * alpha;
     for (std::int64_t d = 0; d < pr.Dv; ++d) acc[d] = flush<B>(acc[d] * alpha);
     st.m = m_new;
   }
   st.started = true;
-  for (std::int64_t j = 0; j < n; ++j) P[j] = exp2_of(r.exp2, std::fma(x[j], sc[j], -st.m));
+  for (std::int64_t j = 0; j < n; ++j) P[j] = exp2_of<B>(r.exp2, std::fma(x[j], sc[j], -st.m));
   for (std::int64_t jj = 0; jj < n; ++jj) {
     std::int64_t j = jj;
     if constexpr (B == Bug::nondeterministic) j = (jj + rotation) % n;
@@ -194,6 +217,9 @@ void run_tiled(const Args& a, const Plan& plan) {
   const std::int64_t H = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, Dv = p.head_dim_v, grp = p.group();
   double scale = p.scale();
   if constexpr (B == Bug::scale_off_1pct) scale *= 1.01;
+  if constexpr (B == Bug::scale_from_dv) {
+    if (!p.softmax_scale) scale = 1.0 / std::sqrt(static_cast<double>(Dv));
+  }
 
   // The wrapper path reads packed contiguous copies of the inputs (same values, other strides).
   Tensor qc, kc, vc;
@@ -213,12 +239,28 @@ void run_tiled(const Args& a, const Plan& plan) {
     }
     return in;
   };
-  const auto qv = view(*qt, false, H, D), kv = view(*kt, true, Hkv, D), vv = view(*vt, true, Hkv, Dv);
+  auto qv = view(*qt, false, H, D), kv = view(*kt, true, Hkv, D), vv = view(*vt, true, Hkv, Dv);
+  if constexpr (B == Bug::kv_swapped) {
+    if (D == Dv) std::swap(kv, vv);  // with D != Dv the swap would not even have the right shape
+  }
+  std::vector<std::int64_t> bad_cu;  // cu_kv_from_q: K/V rows of sequence b start at cu_q[b]
+  if constexpr (B == Bug::cu_kv_from_q) {
+    if (p.ragged()) {
+      // Kept inside the buffer (clamped) so the bug shows as wrong values, not a crash.
+      const std::int64_t total = p.cu_seqlens_kv.back();
+      for (std::int64_t b = 0; b <= p.batch; ++b)
+        bad_cu.push_back(b == p.batch ? total : std::min(p.cu_seqlens_q[static_cast<std::size_t>(b)], total - p.len_kv(b)));
+      kv.cu = vv.cu = &bad_cu;
+    }
+  }
 
   QuantBugs qb;
   qb.int8_trunc = B == Bug::int8_trunc;
   qb.smooth_per_token = B == Bug::smooth_per_token;
   qb.v_nosat = B == Bug::fp8_v_nosat;
+  qb.block_mismatch = B == Bug::qblock_mismatch;
+  qb.e8m0_floor = B == Bug::e8m0_floor;
+  qb.e8m0_bias = B == Bug::e8m0_bias;
   // Quantization units: the whole batch, or each sequence of a ragged batch on its own.
   std::vector<Unit> units(p.ragged() ? static_cast<std::size_t>(p.batch) : 1);
   std::vector<std::int64_t> unit_of(static_cast<std::size_t>(p.batch));
@@ -288,11 +330,13 @@ void run_tiled(const Args& a, const Plan& plan) {
 #pragma omp for schedule(dynamic)
     for (std::int64_t it = 0; it < n_items; ++it) {
       const Item w = items[static_cast<std::size_t>(it)];
-      std::int64_t g = w.h / grp;
-      if constexpr (B == Bug::gqa_wrong_head) g = w.h % Hkv;
+      std::int64_t g = w.h / grp, gv = g;
+      if constexpr (B == Bug::gqa_wrong_head) g = gv = w.h % Hkv;
+      if constexpr (B == Bug::v_head_mixup) gv = w.h % Hkv;
       const Unit& un = units[static_cast<std::size_t>(unit_of[static_cast<std::size_t>(w.b)])];
       const std::int64_t T = p.len_kv(w.b), S = p.len_q(w.b), rows = w.r1 - w.r0;
-      const std::int64_t qslab = (w.b - un.first) * H + w.h, kslab = (w.b - un.first) * Hkv + g;
+      const std::int64_t qslab = (w.b - un.first) * H + w.h, kslab = (w.b - un.first) * Hkv + g,
+                         vslab = (w.b - un.first) * Hkv + gv;
       const std::int64_t Tq = un.q.T, Tk = un.k.T;
       std::vector<RowState> st(static_cast<std::size_t>(rows));
       std::vector<float> acc(static_cast<std::size_t>(rows * Dv), 0.0f);
@@ -300,7 +344,10 @@ void run_tiled(const Args& a, const Plan& plan) {
       std::int64_t hi_max = 0;
       for (std::int64_t i = 0; i < rows; ++i) {
         const std::int64_t row = w.r0 + i;
-        const std::int64_t vis = mask == Mask::none ? T : mask == Mask::causal_tl ? row + 1 : row + 1 + T - S;
+        std::int64_t vis = mask == Mask::none ? T : mask == Mask::causal_tl ? row + 1 : row + 1 + T - S;
+        if constexpr (B == Bug::causal_diag_off) {
+          if (mask != Mask::none) vis -= 1;
+        }
         hi[static_cast<std::size_t>(i)] = std::clamp<std::int64_t>(vis, 0, T);
         hi_max = std::max(hi_max, hi[static_cast<std::size_t>(i)]);
       }
@@ -311,6 +358,12 @@ void run_tiled(const Args& a, const Plan& plan) {
           if (n <= 0) continue;
           if constexpr (B == Bug::skip_last_kv_tile) {
             if (j1 == hi[static_cast<std::size_t>(i)] && n < Bc) continue;
+          }
+          if constexpr (B == Bug::drop_first_kv_tile) {
+            if (j0 == 0 && hi[static_cast<std::size_t>(i)] > Bc) continue;
+          }
+          if constexpr (B == Bug::drop_middle_kv_tile) {
+            if (j0 == Bc && hi[static_cast<std::size_t>(i)] > 2 * Bc) continue;
           }
           const std::int64_t qrow = qslab * Tq + w.r0 + i;
           const float* qi = un.q.val.data() + qrow * D;
@@ -335,14 +388,14 @@ void run_tiled(const Args& a, const Plan& plan) {
             }
             x[static_cast<std::size_t>(jj)] = xv;
             sc[static_cast<std::size_t>(jj)] = pr.c * (un.q.ts[static_cast<std::size_t>(qrow)] * un.k.ts[static_cast<std::size_t>(krow)]);
-            vrows[static_cast<std::size_t>(jj)] = un.v.val.data() + (kslab * Tk + j0 + jj) * Dv;
-            if (un.v.mx) vexp[static_cast<std::size_t>(jj)] = un.v.bexp.data() + (kslab * nbv + (j0 + jj) / un.v.block) * Dv;
+            vrows[static_cast<std::size_t>(jj)] = un.v.val.data() + (vslab * Tk + j0 + jj) * Dv;
+            if (un.v.mx) vexp[static_cast<std::size_t>(jj)] = un.v.bexp.data() + (vslab * nbv + (j0 + jj) / un.v.block) * Dv;
           }
           update<B>(st[static_cast<std::size_t>(i)], acc.data() + i * Dv, pr, x.data(), sc.data(), n, vrows.data(),
                     un.v.mx ? vexp.data() : nullptr, rotation, P.data(), Pc.data(), bs.data());
         }
       }
-      const float* vs = un.v.cs.data() + kslab * Dv;
+      const float* vs = un.v.cs.data() + vslab * Dv;
       for (std::int64_t i = 0; i < rows; ++i) {
         const RowState& rs = st[static_cast<std::size_t>(i)];
         float* oi = o.row(w.b, w.r0 + i, w.h);
@@ -357,11 +410,13 @@ void run_tiled(const Args& a, const Plan& plan) {
             if (r.div == DivisionOp::ieee_div) od = (ai[d] / rs.l) * vs[d];
             else if (r.vscale == VScaleAt::rcp) od = ai[d] * (rc * vs[d]);
             else od = (ai[d] * rc) * vs[d];
+            if constexpr (B == Bug::v_descale_missing) od = r.div == DivisionOp::ieee_div ? ai[d] / rs.l : ai[d] * rc;
+            if constexpr (B == Bug::v_descale_twice) od = od * vs[d];
             oi[d * o.sd] = round_elem(r.out, od);
           }
           const double l2 = static_cast<double>(rs.m) + std::log2(static_cast<double>(rs.l));
           row_lse = static_cast<float>(B == Bug::lse_log2 ? l2 : l2 * kLn2);
-          if (!un.k.km.empty()) {
+          if (!un.k.km.empty() && B != Bug::sage_lse_no_smooth) {
             // Smoothing shifted each logit by q_i . km * scale; the LSE gets it back.
             const float* qr = un.q_raw.data() + (qslab * Tq + w.r0 + i) * D;
             const float* km = un.k.km.data() + kslab * D;

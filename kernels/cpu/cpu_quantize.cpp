@@ -171,6 +171,8 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
     for (float& v : o.val) v = v * factor;
   // 4. MX: E8M0 per block of `block` channels (Q/K) or tokens (V), then element casts.
   if (s.kind == Scheme::Kind::mx) {
+    Scheme sx = s;  // the scheme as a buggy quantizer reads it (== s without bugs)
+    if (bugs.e8m0_floor) sx.e8m0 = "floor";
     o.mx = true;
     o.block = s.block;
     const std::int64_t nb = as_v ? (T + s.block - 1) / s.block : (C + s.block - 1) / s.block;
@@ -182,10 +184,10 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
           auto elem = [&](std::int64_t i) -> float& { return as_v ? w(sl, i, outer) : w(sl, outer, i); };
           float amax = 0;
           for (std::int64_t i = lo; i < hi; ++i) amax_into(amax, elem(i));
-          const std::uint8_t code = e8m0_code(amax, s);
-          const float mult = e8m0_multiplier(code, s);
-          for (std::int64_t i = lo; i < hi; ++i) elem(i) = mx_element(elem(i) * mult, s);
-          const auto e = static_cast<std::int16_t>(code == 0xFF ? kNanExp : code - 127);
+          const std::uint8_t code = e8m0_code(amax, sx);
+          const float mult = e8m0_multiplier(code, sx);
+          for (std::int64_t i = lo; i < hi; ++i) elem(i) = mx_element(elem(i) * mult, sx);
+          const auto e = static_cast<std::int16_t>(code == 0xFF ? kNanExp : code - 127 - (bugs.e8m0_bias ? 1 : 0));
           o.bexp[static_cast<std::size_t>(as_v ? (sl * nb + b) * C + outer : (sl * T + outer) * nb + b)] = e;
         }
     return o;
@@ -195,7 +197,9 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
   using G = Scheme::Gran;
   if (as_v && s.gran != G::tensor && s.gran != G::channel)
     throw Error("scheme " + s.head + ": V's scale must be per_tensor or per_channel");
-  const std::int64_t rows = s.gran == G::block ? s.block : (s.gran == G::warp || s.gran == G::thread) ? warp_rows(s) : 1;
+  const bool half_blocks = bugs.block_mismatch && s.gran == G::block && s.block >= 2;
+  const std::int64_t rows = s.gran == G::block ? (half_blocks ? s.block / 2 : s.block)
+                          : (s.gran == G::warp || s.gran == G::thread) ? warp_rows(s) : 1;
   const std::int64_t per_slab_t = s.gran == G::token ? T : (T + rows - 1) / rows;
   const std::int64_t groups_c = s.gran == G::thread ? (s.role_k ? 4 : 8) : s.gran == G::channel ? C : 1;
   auto group = [&](std::int64_t sl, std::int64_t t, std::int64_t c) -> std::int64_t {
@@ -248,7 +252,11 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
       for (std::int64_t c = 0; c < C; ++c) o.cs[static_cast<std::size_t>(sl * C + c)] = scale[static_cast<std::size_t>(group(sl, 0, c))];
   } else {
     for (std::int64_t sl = 0; sl < slabs; ++sl)
-      for (std::int64_t t = 0; t < T; ++t) o.ts[static_cast<std::size_t>(sl * T + t)] = scale[static_cast<std::size_t>(group(sl, t, 0))];
+      for (std::int64_t t = 0; t < T; ++t) {
+        // block_mismatch: scale number t / block of an array of half-block scales.
+        const std::int64_t ts_of = half_blocks ? (t / s.block) * rows : t;
+        o.ts[static_cast<std::size_t>(sl * T + t)] = scale[static_cast<std::size_t>(group(sl, ts_of, 0))];
+      }
   }
   return o;
 }

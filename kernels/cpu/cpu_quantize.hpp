@@ -31,6 +31,9 @@ struct QuantBugs {
   bool int8_trunc = false;        ///< INT8 by truncation toward zero
   bool smooth_per_token = false;  ///< K minus each token's mean over channels
   bool v_nosat = false;           ///< FP8 cast with IEEE overflow (NaN) instead of saturation
+  bool block_mismatch = false;    ///< per_block: scales per block/2 tokens, looked up per block
+  bool e8m0_floor = false;        ///< MX: E8M0 scales by the OCP floor rule, whatever the scheme says
+  bool e8m0_bias = false;         ///< MX: block exponents stored as code - 128 instead of code - 127
 };
 
 /// Quantizes `x` given as slab-major [slabs][T][C] floats. `as_v`: V's geometry (scales per

@@ -18,6 +18,10 @@ TEST(Registry, ListsProductionKernelsAndMutants) {
                         "lse_log2", "skip_last_q_tile", "oob_write", "contiguous_assumed", "nondeterministic", "ftz_acc",
                         "int8_trunc", "smooth_per_token", "p_e5m2", "fp8_v_nosat"})
     EXPECT_NE(reg.find(std::string("mutant.") + m), nullptr) << m;
+  for (const auto& k : reg.match("mutant.*"))  // every mutant has its non-bitwise twin and vice versa
+    if (k->name().rfind("mutant.nb.", 0) != 0) {
+      EXPECT_NE(reg.find("mutant.nb." + k->name().substr(7)), nullptr) << k->name();
+    }
   std::set<std::string> names;
   for (const auto& k : reg.all()) EXPECT_TRUE(names.insert(k->name()).second) << "duplicate " << k->name();
   EXPECT_EQ(reg.match("cpu.tiled.*").size(), named_recipes().size());
@@ -29,7 +33,8 @@ TEST(Registry, EveryKernelDeclaresParsableRecipesAndCallPaths) {
     for (const auto& r : k->recipes()) EXPECT_NO_THROW(parse_recipe(r)) << k->name() << ": " << r;
     EXPECT_EQ(k->backend(), "cpu") << k->name();
     if (k->name().rfind("cpu.tiled.", 0) == 0 || k->name().rfind("mutant.", 0) == 0) {
-      EXPECT_TRUE(k->capabilities().bitwise) << k->name();
+      // mutant.nb.<name> is mutant.<name> without the (false) bitwise claim.
+      EXPECT_EQ(k->capabilities().bitwise, k->name().rfind("mutant.nb.", 0) != 0) << k->name();
       EXPECT_GE(k->configs().size(), 2u) << k->name();
     }
   }
