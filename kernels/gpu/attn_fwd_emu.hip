@@ -16,8 +16,14 @@ namespace {
 using i64 = std::int64_t;
 using namespace emu_impl;
 
+// The host side launches at most 128 threads (emu_host.cpp: min(tile_q, 128)). Saying so lets the
+// AMD backend give a thread up to 512 VGPRs (gfx942/gfx950) instead of the 128 that the default
+// bound of 1024 threads leaves, where the register accumulators of emu_kernel<64/128> spilled
+// (docs/results/amd-isa/). nvcc's 255-register limit is the same either way.
+constexpr int kEmuMaxThreads = 128;
+
 template <int DV>
-__global__ void emu_kernel(EmuParams p) {
+__global__ void __launch_bounds__(kEmuMaxThreads) emu_kernel(EmuParams p) {
   const EmuItem it = p.items[blockIdx.x];
   const EmuBatch bt = p.batches[it.b];
   const i64 ns = static_cast<i64>(gridDim.x) * blockDim.x;
@@ -47,9 +53,9 @@ bool emu_has_rcp_sm90() {
 
 void attn_fwd_emu(const EmuParams& p, void* stream) {
   if (p.n_items == 0) return;
-  if (p.n_items > 2147483647 || p.block_threads < 1 || p.block_threads > 1024)
+  if (p.n_items > 2147483647 || p.block_threads < 1 || p.block_threads > kEmuMaxThreads)
     throw Error("attn_fwd_emu: " + std::to_string(p.n_items) + " work items of " + std::to_string(p.block_threads) +
-                " threads exceed one launch");
+                " threads exceed one launch (at most " + std::to_string(kEmuMaxThreads) + " threads)");
   const auto st = static_cast<hipStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(p.n_items));
   const dim3 block(static_cast<unsigned>(p.block_threads));
