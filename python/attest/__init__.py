@@ -100,6 +100,7 @@ class GateResult:
     summary: str
     seconds: float
     stats: dict = field(default_factory=dict)
+    fn_name: str = "fn"
 
     @property
     def passed(self) -> bool:
@@ -119,11 +120,12 @@ class GateResult:
             c[r.get("verdict", "?")] = c.get(r.get("verdict", "?"), 0) + 1
         return c
 
-    def repro_lines(self, fn_name: str = "fn") -> list:
+    def repro_lines(self, fn_name: Optional[str] = None) -> list:
         """`attest.run_case(fn, '<descriptor>')` for every case that did not pass."""
-        return [f"attest.run_case({fn_name}, '{r['descriptor']}')" for r in self.failures]
+        fn_name = fn_name or self.fn_name
+        return [f"attest.run_case({fn_name}, '{r['case']}')" for r in self.failures]
 
-    def python_markdown(self, fn_name: str = "fn") -> str:
+    def python_markdown(self, fn_name: Optional[str] = None) -> str:
         lines = self.repro_lines(fn_name)
         if not lines:
             return self.markdown
@@ -193,7 +195,7 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     rc, reply = N.call("gate", **req)
     res = GateResult(kernel=bound.kernel, exit_code=rc, report=reply["report"], markdown=reply["markdown"],
                      junit=reply["junit"], summary=reply["summary"], seconds=time.perf_counter() - t0,
-                     stats=dict(bound.spec.stats))
+                     stats=dict(bound.spec.stats), fn_name=getattr(fn, "__name__", "fn"))
     if out is not None:
         res.write(out)
     return res

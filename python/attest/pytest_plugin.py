@@ -49,7 +49,7 @@ def _failure_text(res, fn_name: str) -> str:
     lines = [f"attest gate failed for {res.kernel}: {res.counts()}", res.summary.rstrip()]
     for r in res.failures[:20]:
         lines.append(f"- {r.get('check')}: {r.get('verdict')}: {r.get('reason', '')}")
-        lines.append(f"  attest.run_case({fn_name}, '{r['descriptor']}')")
+        lines.append(f"  attest.run_case({fn_name}, '{r['case']}')")
     if len(res.failures) > 20:
         lines.append(f"... and {len(res.failures) - 20} more")
     return "\n".join(lines)
