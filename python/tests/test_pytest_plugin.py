@@ -23,7 +23,8 @@ def test_unrelated():
 def test_plugin_fixture_and_options(pytester):
     pytester.makepyfile(test_kernel=TEST_FILE)
     out = pytester.path / "reports"
-    r = pytester.runpytest("-p", "attest.pytest_plugin", "--attest", f"--attest-out={out}")
+    # The installed package's pytest11 entry point loads the plugin (no -p needed).
+    r = pytester.runpytest("--attest", f"--attest-out={out}")
     r.assert_outcomes(passed=1, failed=1, deselected=1)
     r.stdout.fnmatch_lines(["*attest gate failed for py.bad*", "*attest.run_case(bad, 'kernel=py.bad*"])
     assert (out / "py.good" / "gate.md").is_file() and (out / "py.bad" / "junit.xml").is_file()

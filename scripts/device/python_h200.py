@@ -168,9 +168,21 @@ def job_flex(args, out):
 
 # ---- SageAttention ----
 
+# SageAttention 1.0.6 (Triton) fed float32 q/k/v (sageattn accepts them: Q/K quantized from the
+# float32 values, K smoothed in float32, V cast to fp16, output float32). Read from its source
+# (core.py, quant_per_block.py, attn_qk_int8_per_block*.py): Q blocks of 128 tokens pre-scaled by
+# sm_scale * 1.44269504, K blocks of 64, scale amax/127, +-0.5 then truncation, P cast to fp16,
+# V fp16, BLOCK_M 128 / BLOCK_N 64, acc / l at the end. Not modelled (docs/python.md): P.V of each
+# 64-key tile is accumulated in FP16 (tl.dot(..., out_dtype=float16)) before it is added to the
+# FP32 accumulator, the row sum is a tree sum, `/` and exp2 are Triton's approximate ones: the
+# budget is therefore a lower bound on what the kernel's own arithmetic costs.
+SAGE1 = ("q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=fp32;"
+         "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32")
+
+
 def sage_recipe():
     names = {r["name"] for r in attest.list_items("recipes")}
-    return "sage1_int8_fp16" if "sage1_int8_fp16" in names else None
+    return "sage1_int8_fp16" if "sage1_int8_fp16" in names else SAGE1
 
 
 def job_sage(args, out):
