@@ -1,0 +1,56 @@
+"""Inputs errors, reports, repro from Python, parity."""
+import json
+
+import pytest
+import torch
+
+import attest
+from conftest import sdpa
+
+
+def test_input_errors_are_one_line():
+    with pytest.raises(attest.AttestError, match="contract 'exact'"):
+        attest.gate(sdpa, contract="exact")
+    with pytest.raises(attest.AttestError, match="nosuchset"):
+        attest.gate(sdpa, cases="nosuchset")
+    with pytest.raises(attest.AttestError, match="graph"):
+        attest.gate(sdpa, configs=["graph"])  # a CUDA config on a CPU callable
+    with pytest.raises(attest.AttestError, match="recipe"):
+        attest.gate(sdpa, recipe="no_such_recipe")
+
+
+def scaled(q, k, v, *, causal, scale):
+    return sdpa(q, k, v, causal=causal, scale=scale * 1.01)
+
+
+def test_report_files_and_python_repro(tmp_path):
+    res = attest.gate(scaled, recipe="f32", dtype="float32", out=tmp_path / "gate")
+    assert not res.passed
+    for f in ("gate.md", "gate.json", "junit.xml", "summary.txt"):
+        assert (tmp_path / "gate" / f).stat().st_size > 0
+    data = json.loads((tmp_path / "gate" / "gate.json").read_text())
+    assert len(data["results"]) == len(res.results)
+    assert "attest.run_case(scaled, 'kernel=py.scaled" in (tmp_path / "gate" / "gate.md").read_text()
+    first = next(r for r in res.failures if r["check"] == "accuracy")
+    rc, results, dump = attest.run_case(scaled, first["case"], dtype="float32")
+    assert rc == 1 and results[0]["verdict"] == "failed" and results[0]["reason"] == first["reason"]
+    assert "rel_l2" in dump
+
+
+def sdpa_math(q, k, v, *, causal, scale):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.MATH):
+        return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def wrapped(q, k, v, *, causal, scale):
+    return sdpa(q.contiguous(), k.contiguous(), v.contiguous(), causal=causal, scale=scale).clone()
+
+
+def test_pair_bitwise_and_accuracy():
+    rc, results = attest.pair(sdpa, wrapped, contract="bitwise", recipe="f32", dtype="float32")
+    assert rc == 0 and sum(r["verdict"] == "passed" for r in results) >= 11
+    rc, results = attest.pair(sdpa, sdpa_math, contract="accuracy", recipe="f32", dtype="float32")
+    assert rc == 0, [r["reason"] for r in results if r["verdict"] != "passed"]
+    rc, results = attest.pair(sdpa, scaled, contract="accuracy", recipe="f32", dtype="float32")
+    assert rc == 1
