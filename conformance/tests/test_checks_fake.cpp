@@ -130,13 +130,16 @@ TEST(ChecksOnFakes, AccuracyFiguresCarryBudgetFloorAndBound) {
   const auto& m = r[0].outcome.figures["judgement"]["metrics"];
   for (const char* k : {"max_abs", "rel_l2", "lse_max_abs"}) {
     ASSERT_TRUE(m.contains(k)) << k;
-    // The fake is the emulator: measured == budget exactly, bound = 2 budget + 2 floor + eps.
+    // The fake is the emulator: measured == budget exactly, bound = alpha budget + 2 floor + eps.
     EXPECT_EQ(m[k]["measured"], m[k]["budget"]) << k;
-    EXPECT_DOUBLE_EQ(m[k]["bound"].get<double>(), 2 * m[k]["budget"].get<double>() + 2 * m[k]["floor"].get<double>() +
-                                                      m[k]["eps"].get<double>());
+    EXPECT_DOUBLE_EQ(m[k]["bound"].get<double>(), m[k]["alpha"].get<double>() * m[k]["budget"].get<double>() +
+                                                      2 * m[k]["floor"].get<double>() + m[k]["eps"].get<double>());
   }
+  // The built-in bf16 row (docs/gate.md "The accuracy rule"): rel_l2 1.5, max_abs and LSE 2.
+  EXPECT_EQ(m["rel_l2"]["alpha"].get<double>(), 1.5);
+  EXPECT_EQ(m["max_abs"]["alpha"].get<double>(), 2.0);
   EXPECT_GT(m["rel_l2"]["budget"].get<double>(), 1e-4);  // bf16 roundings are in the budget
-  EXPECT_GT(m["rel_l2"]["floor"].get<double>(), 0.0);    // reversed K/V order moves bits
+  EXPECT_GT(m["rel_l2"]["floor"].get<double>(), 0.0);    // the floor twin's order moves bits
 }
 
 TEST(Layouts, EveryLayoutHoldsTheSameLogicalValues) {
