@@ -1,5 +1,5 @@
 # cmake -P script: writes a C++ source holding data files as raw string literals.
-# -DOUT=<file.cpp> -DENTRIES="key=path;key=path;..." -DCOMMIT=<git commit>
+# -DOUT=<file.cpp> -DENTRIES="key=path;key=path;..."
 set(body "")
 foreach(entry IN LISTS ENTRIES)
   string(FIND "${entry}" "=" eq)
@@ -27,7 +27,6 @@ std::string_view find(std::string_view name) {
     if (k == name) return v;
   return {};
 }
-std::string_view git_commit() { return \"${COMMIT}\"; }
 }  // namespace attest::conformance::embedded
 ")
 # Only touch the output when it changed, so unrelated reconfigures rebuild nothing.

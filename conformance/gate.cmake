@@ -13,20 +13,16 @@ foreach(f IN LISTS _gate_cases)
   get_filename_component(n ${f} NAME)
   list(APPEND _gate_entries "cases/${n}=${f}")
 endforeach()
-# The suite commit named in qualify reports: the source tree's HEAD at configure time.
-execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} rev-parse --short=12 HEAD
-  OUTPUT_VARIABLE _gate_commit OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE _gate_git_rc)
-if(NOT _gate_git_rc EQUAL 0 OR _gate_commit STREQUAL "")
-  set(_gate_commit "unknown")
-else()
-  execute_process(COMMAND git -C ${PROJECT_SOURCE_DIR} diff --quiet HEAD -- . RESULT_VARIABLE _gate_dirty ERROR_QUIET)
-  if(NOT _gate_dirty EQUAL 0)
-    string(APPEND _gate_commit "+dirty")
-  endif()
-endif()
+# The suite commit and dirty flag, stamped at every build (conformance/stamp.cmake).
+set(_gate_stamp ${CMAKE_CURRENT_BINARY_DIR}/gate_build_stamp.cpp)
+add_custom_target(attest_build_stamp ALL
+  COMMAND ${CMAKE_COMMAND} "-DSRC=${PROJECT_SOURCE_DIR}" "-DOUT=${_gate_stamp}" -P ${CMAKE_CURRENT_SOURCE_DIR}/stamp.cmake
+  BYPRODUCTS ${_gate_stamp}
+  COMMENT "Stamping the suite commit"
+  VERBATIM)
 set(_gate_embedded ${CMAKE_CURRENT_BINARY_DIR}/gate_embedded_data.cpp)
 add_custom_command(OUTPUT ${_gate_embedded}
-  COMMAND ${CMAKE_COMMAND} "-DOUT=${_gate_embedded}" "-DENTRIES=${_gate_entries}" "-DCOMMIT=${_gate_commit}"
+  COMMAND ${CMAKE_COMMAND} "-DOUT=${_gate_embedded}" "-DENTRIES=${_gate_entries}"
           -P ${CMAKE_CURRENT_SOURCE_DIR}/embed.cmake
   DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/embed.cmake ${CMAKE_CURRENT_SOURCE_DIR}/tolerances.json ${_gate_profiles} ${_gate_cases}
   COMMENT "Embedding gate tolerances, profiles and case files"
@@ -35,10 +31,11 @@ add_custom_command(OUTPUT ${_gate_embedded}
 file(GLOB _gate_checks CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/checks/check_*.cpp)
 attest_library(attest_conformance
   SOURCES src/case.cpp src/verdict.cpp src/tolerance.cpp src/context.cpp src/suite.cpp src/gate.cpp
-          src/check_registry.cpp ${_gate_checks} ${_gate_embedded}
+          src/check_registry.cpp ${_gate_checks} ${_gate_embedded} ${_gate_stamp}
   DEPS attest_core attest_metrics attest_reference attest_datasets attest_kernel_registry
        nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX)
 target_include_directories(attest_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
+add_dependencies(attest_conformance attest_build_stamp)
 if(NOT ATTEST_GPU STREQUAL "none")
   target_compile_definitions(attest_conformance PRIVATE ATTEST_GPU_BACKEND="${ATTEST_GPU}")
   # Device checks (graph capture/replay, device poison/canary/churn) use the GPU host API (gpuq).

@@ -1,8 +1,9 @@
 # issue 6: attest_e2e_compare (e2e/compare): decode runs, media metrics against the reference,
 # floor verdicts, Markdown/JSON/strip/HTML; `attest e2e compare`, `attest metrics image|audio`.
+find_package(ZLIB REQUIRED)  # matroska_crcs_valid checks CRCs with zlib, independent of the writer's
 attest_library(attest_e2e_compare
-  SOURCES compare/video_io.cpp compare/compare.cpp compare/report.cpp
-  DEPS attest_core attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX)
+  SOURCES compare/video_io.cpp compare/matroska.cpp compare/compare.cpp compare/report.cpp
+  DEPS attest_core attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX ZLIB::ZLIB)
 
 target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e.cpp
                               ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_metrics.cpp)

@@ -26,7 +26,7 @@ find_path(ATTEST_SYNTH_SNDFILE_INCLUDE sndfile.h REQUIRED)
 
 attest_library(attest_e2e_synth_io
   SOURCES src/synth_io.cpp
-  DEPS attest_e2e_synth attest_datasets attest_opencv ${ATTEST_SYNTH_SNDFILE})
+  DEPS attest_e2e_synth attest_datasets attest_opencv attest_e2e_compare ${ATTEST_SYNTH_SNDFILE})
 target_include_directories(attest_e2e_synth_io SYSTEM PUBLIC ${ATTEST_SYNTH_SNDFILE_INCLUDE})
 
 # The study: synthetic runs compared by attest_e2e_compare (e2e/compare, issue 6).

@@ -106,14 +106,24 @@ int run(const GateArgs& a, const std::string& cases, const std::string& profile,
   auto rep = cf::run_gate(o);
 
   std::string md = cf::markdown_report(rep);
+  // A qualification names what it was judged by: only the built-in table and a clean build can
+  // say QUALIFIED (a replaced table or uncommitted code is not what the commit names).
+  std::vector<std::string> blockers;
   if (qualify) {
     const auto& m = rep.meta;
-    md = fmt::format("# attest qualify: {}\n\n- device: {}\n- driver: {}\n- host: {}\n- suite commit: `{}`\n- profile: `{}` "
-                     "(fp8 {}, mx {})\n- case set: `{}`\n\n",
-                     rep.exit_code() == 0 ? "QUALIFIED" : "NOT QUALIFIED", m["device"].get<std::string>(),
+    if (!m["tolerances"].value("builtin", false))
+      blockers.push_back("tolerance table " + m["tolerances"].value("source", std::string("?")) + " is not the built-in one");
+    if (m.value("dirty", true)) blockers.push_back("the build is dirty (tracked files differ from commit " + m["commit"].get<std::string>() + ")");
+    const bool qualified = rep.exit_code() == 0 && blockers.empty();
+    std::string why;
+    for (const auto& b : blockers) why += "- refused: " + b + "\n";
+    md = fmt::format("# attest qualify: {}\n\n{}- device: {}\n- driver: {}\n- host: {}\n- suite commit: `{}{}`\n- tolerances: {} "
+                     "({})\n- profile: `{}` (fp8 {}, mx {})\n- case set: `{}`\n\n",
+                     qualified ? "QUALIFIED" : "NOT QUALIFIED", why, m["device"].get<std::string>(),
                      m["driver"].get<std::string>(), m["host"].get<std::string>(), m["commit"].get<std::string>(),
-                     m["profile"].get<std::string>(), m["fp8"].get<std::string>(), m["mx"].get<std::string>(),
-                     m["cases"].get<std::string>()) +
+                     m.value("dirty", true) ? "+dirty" : "", m["tolerances"].value("source", std::string("?")),
+                     m["tolerances"].value("hash", std::string("?")), m["profile"].get<std::string>(),
+                     m["fp8"].get<std::string>(), m["mx"].get<std::string>(), m["cases"].get<std::string>()) +
          md;
   }
   const auto json = cf::json_report(rep).dump(2) + "\n";
@@ -130,9 +140,11 @@ int run(const GateArgs& a, const std::string& cases, const std::string& profile,
   if (!a.markdown.empty()) files.stage(a.markdown, md);
   files.commit();
   std::fputs(table.c_str(), stdout);
-  std::printf("%s: %s (%.1f s); reports in %s\n", stem.c_str(), rep.exit_code() == 0 ? "PASSED" : "FAILED", rep.seconds,
-              out.c_str());
-  return rep.exit_code();
+  for (const auto& b : blockers) std::printf("qualify: refused: %s\n", b.c_str());
+  const int code = rep.exit_code() != 0 ? rep.exit_code() : blockers.empty() ? 0 : 1;
+  std::printf("%s: %s (%.1f s); reports in %s\n", stem.c_str(), code == 0 ? (qualify ? "QUALIFIED" : "PASSED") : (qualify ? "NOT QUALIFIED" : "FAILED"),
+              rep.seconds, out.c_str());
+  return code;
 }
 
 }  // namespace

@@ -229,8 +229,16 @@ Result run_check(Context& ctx, const Check& check) {
   const auto t0 = std::chrono::steady_clock::now();
   try {
     if (check.needs_support() && !ctx.support()) {
-      r.outcome.verdict = Verdict::unsupported;
-      r.outcome.reason = ctx.support().reason();
+      // Coverage: a refusal is UNSUPPORTED only where the kernel's declarations (recipes(),
+      // capabilities()) exclude the case; refusing what it declares is a failure, else a
+      // kernel that refuses everything would pass every check.
+      if (kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe())) {
+        r.outcome.verdict = Verdict::failed;
+        r.outcome.reason = "refuses a case inside its declared recipes and capabilities: " + ctx.support().reason();
+      } else {
+        r.outcome.verdict = Verdict::unsupported;
+        r.outcome.reason = ctx.support().reason();
+      }
     } else {
       r.outcome = check.run(ctx);
     }

@@ -159,6 +159,7 @@ nlohmann::json suite_info() {
   nlohmann::json j;
   j["suite"] = "attest 0.1.0";
   j["commit"] = std::string(embedded::git_commit());
+  j["dirty"] = embedded::git_dirty();
   utsname u{};
   ::uname(&u);
   j["host"] = std::string(u.nodename);
@@ -204,6 +205,12 @@ GateReport run_gate(const GateOptions& opt) {
   GateReport rep;
   auto ex = expand(opt.cases, opt.profile, opt.selection);
   rep.errors = ex.errors;
+  // An empty selection proves nothing: an input error (exit 2), before anything is written.
+  if (ex.cases.empty() && ex.errors.empty())
+    throw Error(fmt::format("gate: the selection (kernel '{}', recipe '{}', check '{}') matches no case of case set '{}' "
+                            "in profile {}", opt.selection.kernel.empty() ? "*" : opt.selection.kernel,
+                            opt.selection.recipe.empty() ? "*" : opt.selection.recipe,
+                            opt.selection.check.empty() ? "*" : opt.selection.check, opt.cases.name, opt.profile.name));
 
   // Groups share inputs, oracles and the baseline run; they are the unit of sharding and of
   // parallel work.
@@ -329,6 +336,36 @@ GateReport run_gate(const GateOptions& opt) {
   if (journal) std::fclose(journal);
   if (failure) std::rethrow_exception(failure);
 
+  // Coverage per kernel x check. A check the kernel declares, with cases, must judge at least
+  // one: otherwise a kernel that is refused (or refuses) everything would pass the gate. (A pair
+  // whose cases were judged and none passed has failed cases already.) Judged only on a whole
+  // run: a shard may legitimately hold no judged case of a pair.
+  {
+    std::map<std::pair<std::string, std::string>, std::size_t> at;
+    for (const auto& res : rep.results) {
+      auto [it, fresh] = at.emplace(std::pair{res.kernel, res.check}, rep.coverage.size());
+      if (fresh) {
+        Coverage c;
+        c.kernel = res.kernel;
+        c.check = res.check;
+        const Check* ch = find_check(res.check);
+        c.declared = ch != nullptr && ch->declared_by(kernel_named(res.kernel));
+        rep.coverage.push_back(std::move(c));
+      }
+      Coverage& c = rep.coverage[it->second];
+      ++c.cases;
+      c.judged += res.outcome.verdict != Verdict::unsupported;
+      c.passed += res.outcome.verdict == Verdict::passed;
+      if (res.outcome.verdict == Verdict::unsupported && c.first_unsupported.empty()) c.first_unsupported = res.outcome.reason;
+    }
+    if (opt.shard.count == 1)
+      for (const auto& c : rep.coverage)
+        if (c.declared && c.cases > 0 && c.judged == 0)
+          rep.errors.push_back(fmt::format("coverage: kernel {} declares check {} but none of its {} cases was judged (first "
+                                           "unsupported: {})",
+                                           c.kernel, c.check, c.cases, c.first_unsupported));
+  }
+
   rep.meta = suite_info();
   rep.meta["profile"] = opt.profile.name;
   rep.meta["fp8"] = opt.profile.fp8;
@@ -336,6 +373,8 @@ GateReport run_gate(const GateOptions& opt) {
   rep.meta["cases"] = opt.cases.name;
   rep.meta["shard"] = fmt::format("{}/{}", opt.shard.index, opt.shard.count);
   rep.meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
+  rep.meta["tolerances"] = {{"source", tol.is_builtin() ? std::string("built-in") : tol.source()},
+                            {"hash", tol.hash()}, {"builtin", tol.is_builtin()}};
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }
@@ -368,7 +407,20 @@ std::string summary_table(const GateReport& r) {
                    all.of(Verdict::mistrusted), all.of(Verdict::error), all.of(Verdict::invalid));
   if (r.resumed) s += fmt::format(" ({} resumed from the journal)", r.resumed);
   s += "\n";
-  for (const auto& e : r.errors) s += "setup error: " + e + "\n";
+  // Coverage: cases judged / cases selected per kernel x check (`-` marks a check the kernel
+  // does not declare, so n/a is allowed there).
+  if (!r.coverage.empty()) {
+    s += "coverage (cases judged / cases selected; - = check not declared by the kernel):\n";
+    std::map<std::string, std::string> per_kernel;
+    std::vector<std::string> order;
+    for (const auto& c : r.coverage) {
+      auto [it, fresh] = per_kernel.emplace(c.kernel, "");
+      if (fresh) order.push_back(c.kernel);
+      it->second += fmt::format(" {}{} {}/{}", c.check, c.declared ? "" : "-", c.judged, c.cases);
+    }
+    for (const auto& k : order) s += "  " + k + ":" + per_kernel[k] + "\n";
+  }
+  for (const auto& e : r.errors) s += (e.starts_with("coverage:") ? "" : "setup error: ") + e + "\n";
   return s;
 }
 
@@ -386,8 +438,12 @@ std::string markdown_report(const GateReport& r) {
   const bool ok = r.exit_code() == 0;
   auto meta = [&](const char* k) { return r.meta.contains(k) ? r.meta[k].get<std::string>() : std::string("?"); };
   std::string s = fmt::format("## attest gate: {}\n\n", ok ? "PASSED" : "FAILED");
-  s += fmt::format("Profile `{}`, cases `{}`, shard {}, suite `{}`, device {}.\n\n", meta("profile"), meta("cases"),
-                   meta("shard"), meta("commit"), meta("device"));
+  const bool dirty = r.meta.value("dirty", false);
+  const std::string tol = r.meta.contains("tolerances") ? r.meta["tolerances"].value("source", "?") + " (" +
+                                                              r.meta["tolerances"].value("hash", "?") + ")"
+                                                        : "?";
+  s += fmt::format("Profile `{}`, cases `{}`, shard {}, suite `{}{}`, device {}, tolerances {}.\n\n", meta("profile"),
+                   meta("cases"), meta("shard"), meta("commit"), dirty ? "+dirty" : "", meta("device"), tol);
   s += "| verdict | cases |\n|---|---:|\n";
   for (Verdict v : kAll) s += fmt::format("| {} | {} |\n", verdict_name(v), all.of(v));
   s += fmt::format("| **total** | **{}** |\n", all.total);
@@ -499,6 +555,9 @@ nlohmann::json json_report(const GateReport& r) {
   j["exit_code"] = r.exit_code();
   j["seconds"] = r.seconds;
   j["errors"] = r.errors;
+  for (const auto& c : r.coverage)
+    j["coverage"].push_back({{"kernel", c.kernel}, {"check", c.check}, {"cases", c.cases}, {"judged", c.judged},
+                             {"passed", c.passed}, {"declared", c.declared}});
   Counts all;
   for (const auto& res : r.results) all.add(res.outcome.verdict);
   for (Verdict v : kAll) j["counts"][std::string(verdict_name(v))] = all.of(v);

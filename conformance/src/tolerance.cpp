@@ -44,7 +44,11 @@ MetricSet metric_set(const metrics::Comparison& out, const metrics::Comparison* 
 }
 
 const ToleranceTable& ToleranceTable::builtin() {
-  static const ToleranceTable t = parse(embedded::find("tolerances.json"), "built-in tolerances.json");
+  static const ToleranceTable t = [] {
+    auto b = parse(embedded::find("tolerances.json"), "built-in tolerances.json");
+    b.builtin_ = true;
+    return b;
+  }();
   return t;
 }
 
@@ -67,6 +71,12 @@ ToleranceTable ToleranceTable::parse(std::string_view text, std::string_view sou
   const nlohmann::json& rows = doc.is_object() ? doc.value("rows", nlohmann::json()) : doc;
   if (!rows.is_array() || rows.empty()) throw Error("tolerance table '" + src + "': needs a non-empty array \"rows\"");
   ToleranceTable t;
+  t.source_ = src;
+  // FNV-1a 64 of the exact text: an identity for reports, not security (no hash library among
+  // the dependencies; the built-in table hashes the same whichever build embeds it).
+  std::uint64_t h = 1469598103934665603ull;
+  for (const unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  t.hash_ = fmt::format("fnv1a64:{:016x}", h);
   int idx = 0;
   for (const auto& r : rows) {
     const std::string where = fmt::format("tolerance table '{}' row {}", src, idx);

@@ -29,7 +29,8 @@ Result make(const char* kernel, const char* recipe, const char* check, Verdict v
 
 GateReport sample() {
   GateReport g;
-  g.meta = {{"profile", "cpu"}, {"cases", "smoke"}, {"shard", "0/1"}, {"commit", "0123456789ab"}, {"device", "cpu: test"}};
+  g.meta = {{"profile", "cpu"}, {"cases", "smoke"}, {"shard", "0/1"}, {"commit", "0123456789ab"}, {"dirty", true},
+            {"device", "cpu: test"}, {"tolerances", {{"source", "built-in"}, {"hash", "fnv1a64:00000000deadbeef"}}}};
   g.results = {
       make("k.a", "bf16", "bitwise", Verdict::failed,
            "out: 3 of 256 elements differ bitwise; first at [0, 1, 0, 2]: 1 < 2 & \"q\" 'x'", 0.25),

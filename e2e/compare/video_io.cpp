@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include <opencv2/imgcodecs.hpp>
@@ -11,6 +13,7 @@
 #include <opencv2/videoio.hpp>
 
 #include "attest/core/status.hpp"
+#include "attest/e2e/matroska.hpp"
 
 namespace attest::e2e {
 namespace fs = std::filesystem;
@@ -109,6 +112,17 @@ void write_video(const fs::path& path, const std::vector<cv::Mat>& frames, doubl
       throw Error("video " + path.string() + ": OpenCV's FFmpeg backend cannot write FFV1 here");
     for (const cv::Mat& f : frames) w.write(f);
     w.release();
+    if (ext == ".mkv") {  // equal frames, equal bytes (matroska.hpp)
+      std::string b;
+      {
+        std::ifstream in(path, std::ios::binary);
+        b.assign(std::istreambuf_iterator<char>(in), {});
+      }
+      make_matroska_reproducible(b);
+      std::ofstream o(path, std::ios::binary | std::ios::trunc);
+      o.write(b.data(), static_cast<std::streamsize>(b.size()));
+      if (!o) throw Error("video " + path.string() + ": cannot rewrite the Matroska file");
+    }
     return;
   }
   fs::create_directories(path);

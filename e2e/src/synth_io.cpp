@@ -18,6 +18,7 @@
 #include "attest/core/status.hpp"
 #include "attest/core/tensor.hpp"
 #include "attest/datasets/npy.hpp"
+#include "attest/e2e/matroska.hpp"
 
 namespace attest::e2e {
 namespace {
@@ -84,8 +85,9 @@ void stage_video(OutputFiles& out, const fs::path& path, const SynthConfig& cfg,
       throw Error(path.string() + ": OpenCV's FFmpeg backend cannot open an FFV1 writer");
     for (int f = 0; f < cfg.frames; ++f) w.write(frame_bgr(cfg, res, f));
   }
-  const std::string b = tmp.bytes();
+  std::string b = tmp.bytes();
   if (b.empty()) throw Error(path.string() + ": FFV1 encoding produced no bytes");
+  if (ext == ".mkv") make_matroska_reproducible(b);  // random UIDs and the date out (matroska.hpp)
   out.stage(path, b);
 }
 

@@ -12,9 +12,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <opencv2/core.hpp>
+#include <opencv2/videoio.hpp>
 
 #include "attest/core/output_files.hpp"
 #include "attest/core/status.hpp"
+#include "attest/e2e/matroska.hpp"
 #include "attest/e2e/study.hpp"
 #include "attest/e2e/synth.hpp"
 #include "attest/e2e/synth_io.hpp"
@@ -281,6 +283,58 @@ TEST(Cli, SynthBadInputExit2NothingWritten) {
   EXPECT_FALSE(fs::exists(dir / "a.wav"));
   EXPECT_EQ(cli("e2e study --kernels cpu.tiled.bf16,cpu.nope --frames 1 --size 16x16 --steps 1 --out " + (dir / "s").string(), dir / "log"), 2);
   EXPECT_FALSE(fs::exists(dir / "s" / "study.md"));
+  fs::remove_all(dir);
+}
+
+// The user report of issue 16: two runs with the same arguments must write the same bytes (video
+// and audio). Negative control: OpenCV's writer alone (random Matroska UIDs, wall-clock date)
+// does not, which is what make_matroska_reproducible removes; its CRCs are checked with zlib.
+TEST(Cli, SynthIsByteDeterministic) {
+  const fs::path dir = scratch("cli-bytes");
+  fs::create_directories(dir);
+  const std::string cfg = "e2e synth --kernel cpu.tiled.bf16 --recipe bf16 --steps 4 --frames 4 --size 64x64 --seed 3 --quiet";
+  for (const char* run : {"1", "2"})
+    ASSERT_EQ(cli(cfg + " --video " + (dir / (std::string(run) + ".mkv")).string() + " --audio " +
+                      (dir / (std::string(run) + ".wav")).string(),
+                  dir / "log"),
+              0)
+        << slurp(dir / "log");
+  const auto bytes = [](const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string v1 = bytes(dir / "1.mkv"), v2 = bytes(dir / "2.mkv");
+  ASSERT_GT(v1.size(), 1000u);
+  EXPECT_TRUE(v1 == v2) << "the two .mkv files differ";
+  EXPECT_TRUE(matroska_crcs_valid(v1));
+  EXPECT_EQ(bytes(dir / "1.wav"), bytes(dir / "2.wav"));
+  // What OpenCV alone writes for the same frames: different bytes, and the rewrite makes them equal.
+  std::vector<cv::Mat> frames;
+  {
+    VideoReader rd(dir / "1.mkv");
+    cv::Mat m;
+    while (rd.read(m)) frames.push_back(m.clone());
+  }
+  ASSERT_EQ(frames.size(), 4u);
+  std::string raw[2];
+  for (int i = 0; i < 2; ++i) {
+    const fs::path p = dir / ("raw" + std::to_string(i) + ".mkv");
+    cv::VideoWriter w(p.string(), cv::CAP_FFMPEG, cv::VideoWriter::fourcc('F', 'F', 'V', '1'), 24, frames[0].size(), true);
+    ASSERT_TRUE(w.isOpened());
+    for (const auto& f : frames) w.write(f);
+    w.release();
+    raw[i] = bytes(p);
+  }
+  EXPECT_NE(raw[0], raw[1]) << "OpenCV's Matroska writer became reproducible: the rewrite may be unnecessary";
+  for (auto& r : raw) {
+    ASSERT_TRUE(matroska_crcs_valid(r));
+    make_matroska_reproducible(r);
+    EXPECT_TRUE(matroska_crcs_valid(r));
+  }
+  EXPECT_EQ(raw[0], raw[1]);
+  // A corrupted file is refused with the offset, not rewritten into something else.
+  std::string broken = v1.substr(0, 60);
+  EXPECT_THROW(make_matroska_reproducible(broken), Error);
   fs::remove_all(dir);
 }
 

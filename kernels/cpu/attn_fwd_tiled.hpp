@@ -66,6 +66,15 @@ struct Plan {
 Plan make_plan(const Recipe& r);
 /// Empty when the engine implements every field of the plan, else why not.
 std::string plan_unsupported(const Plan& p);
+/// The head_dim limits of the plan's Q/K rotation, declared in capabilities (a 128-channel
+/// Hadamard needs head_dim 128, h32_bf16 a multiple of 32) so that the gate counts a refusal
+/// outside them as UNSUPPORTED and one inside as a coverage failure.
+inline void declare_rotation_limits(const Plan& p, Capabilities& c) {
+  for (const Scheme* s : {&p.q, &p.k}) {
+    if (s->rotate == Scheme::Rotate::h128 || s->rotate == Scheme::Rotate::h128_bf16) c.head_dims = {128};
+    if (s->rotate == Scheme::Rotate::h32_bf16) c.head_dim_multiple = 32;
+  }
+}
 
 /// Runs the engine. `config` is one of tiled_configs().
 template <Bug B>
@@ -91,6 +100,7 @@ class TiledKernel final : public Kernel {
     Capabilities c;
     c.bitwise = bitwise_;  // `mutant.<name>` lies here: that is the point
     c.deterministic = true;
+    declare_rotation_limits(make_plan(parse_recipe(recipe_text_)), c);
     return c;
   }
   std::vector<std::string> configs() const override { return tiled_configs(); }

@@ -17,6 +17,7 @@
 #include "attest/kernels/gpu/device.hpp"
 #include "attest/kernels/gpu/emu_host.hpp"
 #include "attest/kernels/gpu/emu_prepare.hpp"
+#include "cpu/attn_fwd_tiled.hpp"
 #include "attest/kernels/kernel.hpp"
 #include "cpu/attn_fwd_tiled.hpp"
 #include "cpu/cpu_io.hpp"
@@ -55,11 +56,12 @@ class EmuKernel final : public Kernel {
     c.bitwise = true;
     c.deterministic = true;      // fixed per-row order, no atomics
     c.graph_capturable = false;  // host Tensors, host quantization
+    cpu::declare_rotation_limits(cpu::make_plan(parse_recipe(recipe_name_)), c);
+    if (gpu::device_count() == 0) c.unavailable = "no GPU device (or no driver) on this host";
     return c;
   }
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
-    if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");
     if (auto why = unsupported(p, r); !why.empty()) return Status::unsupported(why);
     return Status::ok();
   }

@@ -33,6 +33,7 @@ class Ref64 final : public Kernel {
     c.deterministic = true;  // fixed summation order, no atomics
     c.bitwise = false;
     c.graph_capturable = false;  // host Tensors are copied in and out (see attn_fwd_ref64 for device pointers)
+    if (gpu::device_count() == 0) c.unavailable = "no GPU device (or no driver) on this host";
     return c;
   }
   Status supports(const Problem& p, const Recipe& r) const override {

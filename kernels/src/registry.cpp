@@ -6,13 +6,19 @@
 
 namespace attest::kernels {
 
-Status Kernel::supports(const Problem& p, const Recipe& r) const {
+Status Kernel::supports(const Problem& p, const Recipe& r) const { return declared_support(*this, p, r); }
+
+Status declared_support(const Kernel& k, const Problem& p, const Recipe& r) {
   if (auto st = p.validate(); !st) return st;
-  const auto names = recipes();
+  const auto names = k.recipes();
   const auto label = recipe_label(r);
   if (std::find(names.begin(), names.end(), label) == names.end())
-    return Status::unsupported("recipe " + label + " is not implemented by " + name());
-  const Capabilities c = capabilities();
+    return Status::unsupported("recipe " + label + " is not implemented by " + k.name());
+  const Capabilities c = k.capabilities();
+  if (!c.unavailable.empty()) return Status::unsupported(c.unavailable);
+  if (c.head_dim_multiple > 1 && p.head_dim % c.head_dim_multiple != 0)
+    return Status::unsupported("head_dim " + std::to_string(p.head_dim) + " is not a multiple of " +
+                               std::to_string(c.head_dim_multiple));
   if (!c.head_dims.empty() && std::find(c.head_dims.begin(), c.head_dims.end(), p.head_dim) == c.head_dims.end())
     return Status::unsupported("head_dim " + std::to_string(p.head_dim) + " not supported");
   if (std::find(c.masks.begin(), c.masks.end(), p.mask) == c.masks.end())

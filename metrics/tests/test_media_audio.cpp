@@ -2,12 +2,14 @@
 // round trip, length/rate mismatch handling.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <vector>
 
 #include <unistd.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "attest/core/status.hpp"
 #include "attest/metrics/media_audio.hpp"
@@ -30,6 +32,34 @@ TEST(MediaAudio, TorchmetricsDoctest) {
   const SignalComparison e = compare_signals(p, t, 1.1920929e-07);
   EXPECT_NEAR(e.snr, 16.1805, 5e-5);
   EXPECT_NEAR(e.si_sdr, 18.4030, 5e-5);
+}
+
+// The int16 WAV pairs of issue 16's report (data/make_audio_snr_vectors.py: written by scipy, read
+// here by libsndfile). attest's SNR equals the exact value from integer sums; torchmetrics differs
+// by its float32-epsilon bias (0.1 dB at 1 LSB of noise, the reported discrepancy), and
+// snr_eps = that epsilon reproduces torchmetrics within 1e-3 dB.
+TEST(MediaAudio, Int16WavPairsMatchExactSumsAndTorchmetricsWithItsEps) {
+  const std::filesystem::path dir = ATTEST_MEDIA_TEST_DATA;
+  std::ifstream in(dir / "audio_snr_vectors.json");
+  ASSERT_TRUE(in) << "audio_snr_vectors.json";
+  const auto v = nlohmann::json::parse(in);
+  const double eps = v.at("torchmetrics_eps");
+  ASSERT_EQ(v.at("pairs").size(), 2u);
+  for (const auto& pr : v.at("pairs")) {
+    SCOPED_TRACE(pr.at("test").get<std::string>());
+    const Audio t = read_audio(dir / pr.at("test").get<std::string>()), r = read_audio(dir / pr.at("reference").get<std::string>());
+    const double exact = pr.at("exact_snr_db"), tm = pr.at("torchmetrics_snr_db");
+    const AudioComparison plain = compare_audio(t, r);
+    EXPECT_NEAR(plain.pooled.snr, exact, 1e-6);
+    AudioCompareOptions o;
+    o.snr_eps = eps;
+    const AudioComparison like_tm = compare_audio(t, r, o);
+    EXPECT_NEAR(like_tm.pooled.snr, tm, 1e-3);
+    EXPECT_NEAR(like_tm.pooled.si_sdr, pr.at("torchmetrics_si_sdr_db").get<double>(), 1e-3);
+  }
+  // The report itself: at 1 LSB the exact SNR and torchmetrics' are more than 1e-3 dB apart.
+  const auto& lsb1 = v.at("pairs").at(0);
+  EXPECT_GT(std::abs(lsb1.at("exact_snr_db").get<double>() - lsb1.at("torchmetrics_snr_db").get<double>()), 0.05);
 }
 
 TEST(MediaAudio, IdenticalIsInfAndOne) {

@@ -7,6 +7,9 @@ namespace {
 
 class Bitwise final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    return k.capabilities().bitwise;
+  }
   std::string_view name() const override { return "bitwise"; }
   std::string_view summary() const override { return "bits(kernel) == bits(recipe emulator), out and lse"; }
   Outcome run(Context& ctx) const override {

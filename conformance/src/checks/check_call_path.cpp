@@ -6,6 +6,9 @@ namespace {
 
 class CallPath final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    return k.capabilities().deterministic && k.configs().size() >= 2;
+  }
   std::string_view name() const override { return "call_path"; }
   std::string_view summary() const override { return "each configs() entry gives the default's bits"; }
   Outcome run(Context& ctx) const override {

@@ -7,6 +7,9 @@ namespace {
 
 class Churn final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    return k.capabilities().deterministic;
+  }
   std::string_view name() const override { return "churn"; }
   std::string_view summary() const override { return "other buffer offsets/alignments give the same bits"; }
   Outcome run(Context& ctx) const override {

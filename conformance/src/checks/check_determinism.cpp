@@ -8,6 +8,9 @@ namespace {
 
 class Determinism final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    return k.capabilities().deterministic;
+  }
   std::string_view name() const override { return "determinism"; }
   std::string_view summary() const override { return "N reruns give the same bits"; }
   Outcome run(Context& ctx) const override {

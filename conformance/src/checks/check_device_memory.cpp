@@ -51,6 +51,7 @@ std::pair<std::size_t, std::size_t> unwritten(const std::vector<std::uint8_t>& a
 
 class DevicePoison final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "device_poison"; }
   std::string_view summary() const override { return "every device output element is written (NaN-prefilled twice)"; }
   Outcome run(Context& ctx) const override {
@@ -83,6 +84,7 @@ class DevicePoison final : public Check {
 
 class DeviceCanary final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "device_canary"; }
   std::string_view summary() const override { return "4 KiB guard zones around every device buffer stay intact; inputs unchanged"; }
   Outcome run(Context& ctx) const override {
@@ -121,6 +123,7 @@ class DeviceCanary final : public Check {
 
 class DeviceChurn final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "device_churn"; }
   std::string_view summary() const override { return "device buffers at other offsets and after allocator churn give the same bits"; }
   Outcome run(Context& ctx) const override {

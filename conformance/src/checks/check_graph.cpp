@@ -35,6 +35,7 @@ Outcome guarded(const char* what, F&& body) {
 
 class GraphReplay final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "graph_replay"; }
   bool runs_alone() const override { return true; }
   std::string_view summary() const override { return "quantize + attention captured in a graph: N replays == eager, bitwise"; }
@@ -65,6 +66,7 @@ class GraphReplay final : public Check {
 
 class GraphInputs final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "graph_inputs"; }
   bool runs_alone() const override { return true; }
   std::string_view summary() const override { return "new inputs written into captured buffers: the replay follows them (no stale replay)"; }
@@ -103,6 +105,7 @@ class GraphInputs final : public Check {
 
 class GraphUpdate final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "graph_update"; }
   bool runs_alone() const override { return true; }
   std::string_view summary() const override { return "graph exec update with new buffer addresses computes into the new buffers only"; }
@@ -139,6 +142,7 @@ class GraphUpdate final : public Check {
 
 class GraphStream final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override { return device_check_declared(k); }
   std::string_view name() const override { return "graph_stream"; }
   bool runs_alone() const override { return true; }
   std::string_view summary() const override {

@@ -7,6 +7,9 @@ namespace {
 
 class LayoutCheck final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    return k.capabilities().deterministic && k.capabilities().layouts.size() >= 2;
+  }
   std::string_view name() const override { return "layout"; }
   std::string_view summary() const override { return "bshd / bhsd / packed_qkv / strided views give the same bits"; }
   Outcome run(Context& ctx) const override {

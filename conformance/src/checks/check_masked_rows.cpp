@@ -18,6 +18,10 @@ bool has_masked_row(const Problem& p) {
 
 class MaskedRows final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    const auto c = k.capabilities();
+    return std::find(c.masks.begin(), c.masks.end(), Mask::causal_br) != c.masks.end() && (c.cross || c.ragged);
+  }
   std::string_view name() const override { return "masked_rows"; }
   std::string_view summary() const override { return "rows that see no key give 0 and lse -inf"; }
   Outcome run(Context& ctx) const override {

@@ -84,6 +84,8 @@ std::vector<Variant> variants(const Context& ctx) {
 
 class Refusal final : public Check {
  public:
+  // Judges refusals: a kernel that refuses nothing has nothing here, which is no coverage hole.
+  bool declared_by(const kernels::Kernel&) const override { return false; }
   std::string_view name() const override { return "refusal"; }
   std::string_view summary() const override { return "excluded problems/recipes are refused with a reason, never computed"; }
   bool needs_support() const override { return false; }

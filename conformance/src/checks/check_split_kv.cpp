@@ -74,6 +74,9 @@ MetricSet plus(MetricSet a, const MetricSet& b) {
 
 class SplitKv final : public Check {
  public:
+  bool declared_by(const kernels::Kernel& k) const override {
+    return k.capabilities().lse;
+  }
   std::string_view name() const override { return "split_kv"; }
   std::string_view summary() const override { return "two KV halves merged through their LSEs equal the full run"; }
   Outcome run(Context& ctx) const override {

@@ -13,6 +13,9 @@ namespace {
 
 class Subnormal final : public Check {
  public:
+  // Applies by recipe (a V format that flushes 2^-130 itself leaves nothing to test), not by a
+  // kernel declaration: no coverage claim.
+  bool declared_by(const kernels::Kernel&) const override { return false; }
   std::string_view name() const override { return "subnormal"; }
   std::string_view summary() const override { return "V scaled by 2^-130: subnormal outputs kept, not flushed"; }
   Outcome run(Context& ctx) const override {

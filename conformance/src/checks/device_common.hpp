@@ -19,12 +19,18 @@
 namespace attest::conformance::checks {
 
 #if !defined(ATTEST_GPU_BACKEND)
+inline bool device_check_declared(const kernels::Kernel&) { return false; }
 /// CPU builds: the device checks do not apply.
 inline bool device_check_applies(const Context&, Outcome& out) {
   out = unsupported("built without a GPU backend (ATTEST_GPU=none): device checks do not apply");
   return false;
 }
 #else
+
+/// A kernel declares the device checks by registering a device entry point (on a host with a device).
+inline bool device_check_declared(const kernels::Kernel& k) {
+  return gpu::find_device_entry(k.name()) != nullptr && gpu::device_count() > 0;
+}
 
 /// A device check applies to kernels with a device entry point, on a host with a device.
 inline bool device_check_applies(const Context& ctx, Outcome& out) {

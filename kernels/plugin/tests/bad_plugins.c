@@ -7,6 +7,7 @@
  *   bad_recipe      a kernel lists a recipe attest cannot parse
  *   dup_kernel      two kernels with one name
  *   failing         a valid kernel whose run reports failure (code 3, a two-line message)
+ *   refuse_all      a valid kernel whose supports() refuses every problem it declares
  */
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #define BAD_bad_recipe 6
 #define BAD_dup_kernel 7
 #define BAD_failing 8
+#define BAD_refuse_all 9
 #define BAD_CAT2(a, b) a##b
 #define BAD_CAT(a, b) BAD_CAT2(a, b)
 #define BAD BAD_CAT(BAD_, BAD_PLUGIN)
@@ -33,6 +35,27 @@ static int run(void* context, const attest_plugin_run_args* args, char* message,
   snprintf(message, size, "device ran out of bananas\nsecond line that attest drops");
   return 3;
 }
+
+#if BAD == BAD_refuse_all
+static int refuse(void* context, const attest_plugin_problem* problem, const char* recipe, char* reason, size_t size) {
+  (void)context;
+  (void)problem;
+  (void)recipe;
+  snprintf(reason, size, "not today");
+  return 0;
+}
+#define SUPPORTS refuse
+/* Declares every mask, layout and shape feature, so every case lies inside its declarations. */
+#define MASKS 7u
+#define LAYOUTS 15u
+#define FLAGS (ATTEST_PLUGIN_CAP_GQA | ATTEST_PLUGIN_CAP_CROSS | ATTEST_PLUGIN_CAP_RAGGED | ATTEST_PLUGIN_CAP_HEAD_DIM_V | \
+               ATTEST_PLUGIN_CAP_LSE | ATTEST_PLUGIN_CAP_DETERMINISTIC)
+#else
+#define SUPPORTS NULL
+#define MASKS 1u
+#define LAYOUTS 1u
+#define FLAGS (ATTEST_PLUGIN_CAP_LSE | ATTEST_PLUGIN_CAP_DETERMINISTIC)
+#endif
 
 #if BAD == BAD_bad_recipe
 static const char* const kRecipes[] = {"f32", "p=fp7"};
@@ -49,8 +72,8 @@ static const char* const kRecipes[] = {"f32"};
 #endif
 
 static const attest_plugin_kernel kKernel = {KERNEL_SIZE, ATTEST_PLUGIN_MEMORY_HOST, "k", "cpu", kRecipes, N_RECIPES, 0, NULL,
-                                             NULL, 0, 1u, 1u, 0, ATTEST_PLUGIN_CAP_LSE | ATTEST_PLUGIN_CAP_DETERMINISTIC,
-                                             0, NULL, run, NULL};
+                                             NULL, 0, MASKS, LAYOUTS, 0, FLAGS,
+                                             0, SUPPORTS, run, NULL};
 #if BAD == BAD_dup_kernel
 static const attest_plugin_kernel* const kKernels[] = {&kKernel, &kKernel};
 #else

@@ -10,6 +10,9 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
 
 #include "attest/testing/run_cli.hpp"
 #include "attest/conformance/gate.hpp"
@@ -258,6 +261,73 @@ TEST_F(PluginCli, ExamplePassesAndFaultyFailsWithARunnableReproLine) {
   const auto again = sh("run " + repro);
   EXPECT_EQ(again.code, 1) << again.out;
   EXPECT_NE(again.out.find("failed"), std::string::npos) << again.out;
+}
+
+// Coverage (docs/gate.md): a kernel that refuses everything it declares must not pass. Every
+// refused case inside the declarations is a failure, and each declared check with no passing
+// case fails the gate on its own.
+TEST_F(PluginCli, RefuseAllKernelFailsTheGate) {
+  const auto r = sh("gate --plugin " + bad("refuse_all") + " --kernel 'plugin.bad_refuse_all.*' --cases " + d("mini.cases") +
+                    " --out " + d("o") + " --quiet");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("refuses a case inside its declared recipes and capabilities: not today"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin.bad_refuse_all.k: accuracy 2/2 poison 1/1 canary 1/1"), std::string::npos) << r.out;  // judged (failed), not n/a
+}
+
+// The bad_failing kernel declares no causal_tl mask: selecting only causal cases judges
+// nothing, and the declared checks' empty coverage fails the gate.
+TEST_F(PluginCli, DeclaredCheckWithNothingJudgedFailsTheGate) {
+  std::ofstream(d("causal.cases")) << "kernel=* recipe=* problem=b2h2s33d16:mask=causal_tl dist=sink seed=2 check=accuracy\n";
+  const auto r = sh("gate --plugin " + bad("failing") + " --kernel 'plugin.bad_failing.*' --cases " + d("causal.cases") +
+                    " --out " + d("o") + " --quiet");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("coverage: kernel plugin.bad_failing.k declares check accuracy but none of its 1 cases was judged "
+                       "(first unsupported: mask causal_tl not supported)"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST_F(PluginCli, EmptySelectionExitsTwoAndWritesNothing) {
+  const auto r = sh("gate --plugin " + std::string(ATTEST_EXAMPLE_PLUGIN) + " --kernel 'plugin.nothing.*' --cases " +
+                    d("mini.cases") + " --out " + d("o"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("matches no case"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
+  EXPECT_FALSE(fs::exists(d("o"))) << "nothing written on an input error";
+}
+
+// Provenance: the report names the tolerance table (source + hash) and the build's commit and
+// dirty flag; qualify refuses QUALIFIED under a replaced table, whatever the verdicts.
+TEST_F(PluginCli, ReportsRecordProvenanceAndQualifyRefusesAReplacedTable) {
+  std::ifstream in(std::string(ATTEST_SOURCE_DIR) + "/conformance/tolerances.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::ofstream(d("tol.json")) << text.str();  // the same rows, from a file
+  const std::string base = "--plugin " + std::string(ATTEST_EXAMPLE_PLUGIN) + " --kernel 'plugin.example.*' --cases " +
+                           d("mini.cases") + " --profile cpu --quiet";
+  const auto a = sh("gate " + base + " --out " + d("a"));
+  ASSERT_EQ(a.code, 0) << a.out;
+  const auto b = sh("qualify " + base + " --tolerances " + d("tol.json") + " --out " + d("b"));
+  EXPECT_EQ(b.code, 1) << b.out;
+  EXPECT_NE(b.out.find("qualify: refused: tolerance table " + d("tol.json") + " is not the built-in one"), std::string::npos)
+      << b.out;
+  EXPECT_NE(b.out.find("NOT QUALIFIED"), std::string::npos) << b.out;
+  auto meta = [](const std::string& path) {
+    std::ifstream f(path);
+    return nlohmann::json::parse(f)["meta"];
+  };
+  const auto ma = meta(d("a") + "/gate.json"), mb = meta(d("b") + "/qualify.json");
+  EXPECT_EQ(ma["tolerances"]["source"], "built-in");
+  EXPECT_EQ(mb["tolerances"]["source"], d("tol.json"));
+  // Same text, same hash: the hash identifies the rows, wherever they were read from.
+  EXPECT_EQ(ma["tolerances"]["hash"], mb["tolerances"]["hash"]);
+  EXPECT_EQ(ma["tolerances"]["hash"].get<std::string>().rfind("fnv1a64:", 0), 0u);
+  EXPECT_TRUE(ma["dirty"].is_boolean());
+  EXPECT_EQ(ma["commit"].get<std::string>().size(), 12u) << ma["commit"];
+  EXPECT_EQ(ma["selection"]["kernel"], "plugin.example.*");
+  std::ofstream(d("tol2.json")) << text.str() << "\n";  // one byte more: another hash
+  const auto c = sh("gate " + base + " --tolerances " + d("tol2.json") + " --out " + d("c"));
+  EXPECT_NE(meta(d("c") + "/gate.json")["tolerances"]["hash"], ma["tolerances"]["hash"]);
 }
 
 TEST_F(PluginCli, LoaderErrorsAreOneLineAndExitTwo) {

@@ -40,9 +40,21 @@ struct GateOptions {
   std::function<void(const Result&, std::size_t done, std::size_t total)> on_result;
 };
 
+/// Coverage of one kernel x check: how many selected cases it judged (passed, failed, ...: all
+/// but unsupported) and passed, and whether the kernel declares the check (Check::declared_by).
+struct Coverage {
+  std::string kernel, check;
+  std::size_t cases = 0, judged = 0, passed = 0;
+  bool declared = false;
+  std::string first_unsupported;  ///< reason of the first unsupported case, for the message
+};
+
 struct GateReport {
   nlohmann::json meta;               ///< profile, case set, shard, suite commit, device ...
-  std::vector<std::string> errors;   ///< setup errors (each fails the gate)
+  /// Setup and coverage errors (each fails the gate): a required kernel missing; a declared
+  /// kernel x check with cases and no passing one (unsharded runs only).
+  std::vector<std::string> errors;
+  std::vector<Coverage> coverage;    ///< per kernel x check, in result order
   std::vector<Result> results;       ///< in case order (resumed ones included)
   std::size_t resumed = 0;
   double seconds = 0;

@@ -74,9 +74,16 @@ class ToleranceTable {
   /// First row whose globs match; throws attest::Error when none does.
   [[nodiscard]] const ToleranceRow& lookup(std::string_view recipe_label, std::string_view check) const;
   [[nodiscard]] const std::vector<ToleranceRow>& rows() const { return rows_; }
+  /// Provenance, recorded in every report: "built-in tolerances.json" or the file path, the
+  /// hash of its exact text, and whether it is the table compiled into this binary.
+  [[nodiscard]] const std::string& source() const { return source_; }
+  [[nodiscard]] const std::string& hash() const { return hash_; }
+  [[nodiscard]] bool is_builtin() const { return builtin_; }
 
  private:
   std::vector<ToleranceRow> rows_;
+  std::string source_, hash_;
+  bool builtin_ = false;
 };
 
 struct Judgement {

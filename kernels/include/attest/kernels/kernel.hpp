@@ -20,6 +20,10 @@ namespace attest::kernels {
 
 struct Capabilities {
   std::vector<std::int64_t> head_dims;  ///< supported head_dim values; empty = any
+  std::int64_t head_dim_multiple = 1;   ///< head_dim must be a multiple of this (e.g. a 32-channel rotation)
+  /// Non-empty: why the kernel cannot run on this host at all (e.g. no GPU device); every case is
+  /// then UNSUPPORTED with it, never a coverage failure.
+  std::string unavailable;
   std::vector<Mask> masks{Mask::none, Mask::causal_tl, Mask::causal_br};
   std::vector<Layout> layouts{Layout::bshd, Layout::bhsd, Layout::packed_qkv, Layout::strided};
   bool gqa = true;             ///< heads_kv < heads_q
@@ -67,6 +71,11 @@ class Kernel {
   /// Runs one forward pass. Throws attest::Error on a refused problem (callers ask supports()).
   virtual void run(const Args& args) = 0;
 };
+
+/// What a kernel's declarations admit: a valid problem, a recipe in recipes(), inside
+/// capabilities(). Kernel::supports' default; the gate fails a kernel whose supports() refuses
+/// a case this admits (coverage, docs/gate.md): a limit must be declared, not found by refusal.
+Status declared_support(const Kernel& k, const Problem& p, const Recipe& r);
 
 /// The one registry.
 class Registry {
