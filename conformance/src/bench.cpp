@@ -254,7 +254,7 @@ nlohmann::json run_bench(const BenchOptions& o) {
   const bool mutants = o.kernel.rfind("mutant", 0) == 0;
   std::vector<kernels::Kernel*> ks;
   for (const auto& k : kernels::Registry::instance().all()) {
-    const bool is_mutant = k->name().rfind("mutant.", 0) == 0;
+    const bool is_mutant = k->capabilities().planted_bug;
     if (is_mutant && !mutants) continue;
     if (!o.kernel.empty() && !glob(o.kernel, k->name())) continue;
     ks.push_back(k.get());

@@ -217,7 +217,7 @@ Expansion expand(const CaseFile& file, const Profile& profile, const Selection& 
     for (const auto& kp : reg.all()) {
       const std::string name = kp->name();
       if (!glob(t.kernel, name)) continue;
-      if (name.starts_with("mutant.")) {
+      if (kp->capabilities().planted_bug) {
         if (!want_mutants || !glob(sel.kernel, name)) continue;
       } else {
         if (!any_glob(profile.kernels, name)) continue;

@@ -100,6 +100,7 @@ class TiledKernel final : public Kernel {
     Capabilities c;
     c.bitwise = bitwise_;  // `mutant.<name>` lies here: that is the point
     c.deterministic = true;
+    c.planted_bug = B != Bug::none;
     declare_rotation_limits(make_plan(parse_recipe(recipe_text_)), c);
     return c;
   }

@@ -151,7 +151,11 @@ class MutantKernel final : public kernels::Kernel {
   std::string name() const override { return name_; }
   std::string backend() const override { return ref().backend(); }
   std::vector<std::string> recipes() const override { return ref().recipes(); }
-  kernels::Capabilities capabilities() const override { return ref().capabilities(); }  // bitwise = false
+  kernels::Capabilities capabilities() const override {
+    auto c = ref().capabilities();  // bitwise = false
+    c.planted_bug = true;
+    return c;
+  }
   Status supports(const Problem& p, const Recipe& r) const override { return ref().supports(p, r); }
   void run(const kernels::Args& a) override { ref().run(a); }
 

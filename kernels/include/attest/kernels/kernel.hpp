@@ -34,6 +34,10 @@ struct Capabilities {
   bool graph_capturable = false;
   bool deterministic = true;   ///< same bits run to run
   bool bitwise = false;        ///< promises bits == recipe emulator
+  /// A mutant (a kernel with a bug planted on purpose, kernels/*/mutants): it joins a gate, bench
+  /// or synth run only when the kernel selection names it (`--kernel 'mutant.*'`), never through a
+  /// profile's globs.
+  bool planted_bug = false;
 };
 
 /// One call's buffers. Inputs hold float32 values in logical order (q [B,S,H,D], k [B,T,Hkv,D],
