@@ -25,3 +25,9 @@ if(ATTEST_BUILD_BENCHMARKS)
   target_link_libraries(attest_media_bench PRIVATE attest_e2e_compare OpenMP::OpenMP_CXX)
   attest_target_defaults(attest_media_bench)
 endif()
+
+# The registry's "one file" proof (issue 18): a metric registered only in this binary.
+attest_test(e2e_metric_registry_tests
+  SOURCES compare/tests/test_metric_registry.cpp
+  DEPS attest_e2e_compare
+  LABELS unit)

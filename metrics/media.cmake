@@ -22,9 +22,33 @@ find_package(PkgConfig REQUIRED)
 # GLOBAL: attest_media links it publicly and is used from other folders (e2e).
 pkg_check_modules(SNDFILE REQUIRED IMPORTED_TARGET GLOBAL sndfile)
 
-attest_library(attest_media
-  SOURCES src/media.cpp src/media_audio.cpp
-  DEPS attest_core attest_opencv PkgConfig::SNDFILE OpenMP::OpenMP_CXX)
+# The margin table (media_margins.json) is compiled in, so a copied binary needs nothing beside it;
+# editing it reconfigures.
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/media_margins.json)
+file(READ ${CMAKE_CURRENT_SOURCE_DIR}/media_margins.json ATTEST_MEDIA_MARGINS_JSON)
+file(CONFIGURE OUTPUT ${CMAKE_CURRENT_BINARY_DIR}/media_margins_embed.cpp @ONLY CONTENT
+"// Generated from metrics/media_margins.json by metrics/media.cmake; do not edit.
+#include <string_view>
+namespace attest::metrics::embedded {
+std::string_view media_margins_json() { return R\"attest_json(@ATTEST_MEDIA_MARGINS_JSON@)attest_json\"; }
+}  // namespace attest::metrics::embedded
+")
+
+attest_library(attest_media_core
+  SOURCES src/media.cpp src/media_audio.cpp src/media_registry.cpp ${CMAKE_CURRENT_BINARY_DIR}/media_margins_embed.cpp
+  DEPS attest_core attest_opencv PkgConfig::SNDFILE OpenMP::OpenMP_CXX fmt::fmt nlohmann_json::nlohmann_json)
+
+# The registered metrics (media_registry.hpp): one file each under src/media_metrics/, found by the
+# glob (adding a metric is adding its file). Linked whole (WHOLE_ARCHIVE), so that their static
+# registrars are kept although nothing references them by name.
+file(GLOB ATTEST_MEDIA_METRIC_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/media_metrics/*.cpp)
+attest_library(attest_media_metrics
+  SOURCES ${ATTEST_MEDIA_METRIC_SOURCES}
+  DEPS attest_media_core fmt::fmt)
+
+# attest_media: the metrics, the registry and every registered metric.
+add_library(attest_media INTERFACE)
+target_link_libraries(attest_media INTERFACE attest_media_core "$<LINK_LIBRARY:WHOLE_ARCHIVE,attest_media_metrics>")
 
 attest_test(metrics_media_tests
   SOURCES tests/test_media.cpp tests/test_media_audio.cpp

@@ -1,6 +1,7 @@
 // `attest e2e compare`: reference, floor and labelled test runs (video and/or audio) compared
 // with the media metrics; floor verdicts; Markdown / JSON / strip / HTML (e2e/compare.hpp).
 // Also owns the `e2e` parent subcommand (e2e_app) that `e2e synth` and `e2e study` join.
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -105,12 +106,17 @@ void add_e2e_compare_command(CLI::App& app) {
   c->add_option("--psnr-cap", a->psnr_cap, "Cap PSNR at this many dB (libvmaf: 60 for 8-bit); default: identical frames are +inf");
   c->add_option("--snr-eps", a->snr_eps, "Added to the audio signal and noise energies (torchmetrics: float32 epsilon)");
   c->add_flag("--allow-truncate", a->allow_truncate, "Compare the common prefix when frame counts or audio lengths differ");
-  c->add_option("--margin-psnr", a->margins.psnr_db, "Verdict margin for PSNR mean/min, dB (default 0.5)");
-  c->add_option("--margin-ssim", a->margins.ssim, "Verdict margin for SSIM mean/min (default 0.005)");
-  c->add_option("--margin-snr", a->margins.snr_db, "Verdict margin for audio SNR, dB (default 0.5)");
-  c->add_option("--margin-cos", a->margins.cosine, "Verdict margin for audio cosine (default 1e-4)");
-  c->add_option("--margin-stats", a->margins.stats_rel,
-                "Global statistics may leave the exact runs' spread by this fraction of the reference value (default 0.02)");
+  // One flag per row of the margin table that names one (metrics/media_margins.json); a metric
+  // registered with its own margin row gets --margin-<key> without an edit here.
+  for (const auto& row : metrics::margin_rows()) {
+    std::string flag = row.flag;
+    if (flag.empty() && e2e::Margins().other.count(row.key)) {
+      flag = "--margin-" + row.key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+    }
+    if (flag.empty()) continue;
+    c->add_option(flag, a->margins.at(row.key), row.help.empty() ? "Verdict margin: " + row.reason : row.help);
+  }
   c->add_option("--json", a->json, "Write the JSON report (every per-frame value) here");
   c->add_option("--markdown", a->markdown, "Write the Markdown tables here");
   c->add_option("--html", a->html, "Write the self-contained HTML report here");

@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 #include <string>
 
 #include <fmt/format.h>
@@ -14,6 +16,7 @@
 #include "attest/core/status.hpp"
 #include "attest/metrics/media.hpp"
 #include "attest/metrics/media_audio.hpp"
+#include "attest/metrics/media_registry.hpp"
 #include "commands.hpp"
 
 namespace attest::cli {
@@ -28,7 +31,6 @@ json num(double x) {
   return x;
 }
 
-std::string db(double x) { return std::isinf(x) ? (x > 0 ? "inf" : "-inf") : fmt::format("{:.6f}", x); }
 
 struct ImageArgs {
   std::string a, b, ssim = "wang", channels = "luma", json;
@@ -54,21 +56,68 @@ void run_image(const ImageArgs& a) {
   if (o.channels == metrics::Channels::bgr && (A.channels() != 3 || B.channels() != 3))
     throw Error("--channels bgr needs two colour images (" + a.a + ": " + std::to_string(A.channels()) + " channels, " + a.b +
                 ": " + std::to_string(B.channels()) + ")");
-  const metrics::ImageComparison c = metrics::compare_images(A, B, o);
-  const metrics::ImageStats sa = metrics::image_stats(A), sb = metrics::image_stats(B);
+  // Every registered pair metric on each plane (luma, or B, G, R), then pooled on the colour
+  // image; every single-frame statistic of each image (media_registry.hpp).
+  metrics::MediaOptions mo;
+  mo.ssim = o.ssim;
+  mo.channels = o.channels;
+  mo.psnr_cap_db = o.psnr_cap_db;
+  metrics::MediaOptions plane_o = mo;
+  plane_o.channels = metrics::Channels::luma;
+  const auto pair_metrics = metrics::media_metrics(metrics::MetricScope::video_pair);
+  // Prints "NAME: LABEL VALUE  LABEL VALUE ..." and returns the values by series key.
+  auto pair_line = [&](const std::string& name, const metrics::FramePair& p, const metrics::MediaOptions& opt) {
+    json vals = json::object();
+    std::string line = name + ":";
+    std::string sep = " ";
+    for (const metrics::MediaMetric* mm : pair_metrics) {
+      std::vector<double> out(mm->series.size());
+      mm->per_frame_pair(p, opt, out.data());
+      for (std::size_t q = 0; q < out.size(); ++q) {
+        line += sep + mm->series[q].label + " " + mm->series[q].cli(out[q]);
+        sep = "  ";
+        vals[mm->series[q].key] = num(out[q]);
+      }
+    }
+    std::printf("%s\n", line.c_str());
+    return vals;
+  };
   std::printf("SSIM preset %s on %s\n", std::string(metrics::ssim_preset_name(o.ssim)).c_str(),
               std::string(metrics::channels_name(o.channels)).c_str());
-  json planes = json::array();
-  for (const auto& p : c.planes) {
-    std::printf("%s: MSE %.6f  PSNR %s dB  SSIM %.10f\n", p.name.c_str(), p.mse, db(p.psnr).c_str(), p.ssim);
-    planes.push_back({{"name", p.name}, {"mse", num(p.mse)}, {"psnr", num(p.psnr)}, {"ssim", num(p.ssim)}});
+  const cv::Mat LA = metrics::to_luma(A), LB = metrics::to_luma(B);
+  json planes = json::array(), pooled;
+  if (o.channels == metrics::Channels::luma) {
+    pooled = pair_line("Y", {A, LA, B, LB}, mo);
+    json pj = pooled;
+    pj["name"] = "Y";
+    planes.push_back(pj);
+  } else {
+    std::vector<cv::Mat> pa, pb;
+    cv::split(A, pa);
+    cv::split(B, pb);
+    static const char* names[] = {"B", "G", "R"};
+    for (std::size_t c = 0; c < pa.size(); ++c) {
+      json pj = pair_line(names[c], {pa[c], pa[c], pb[c], pb[c]}, plane_o);
+      pj["name"] = names[c];
+      planes.push_back(pj);
+    }
+    pooled = pair_line("pooled", {A, LA, B, LB}, mo);
   }
-  if (c.planes.size() > 1) std::printf("pooled: MSE %.6f  PSNR %s dB  SSIM %.10f\n", c.mse, db(c.psnr).c_str(), c.ssim);
-  auto stats = [](const std::string& path, const metrics::ImageStats& s) {
-    std::printf("%s: luma mean %.6f  std %.6f  Laplacian variance %.6f\n", path.c_str(), s.luma_mean, s.luma_std, s.laplacian_var);
-    return json{{"path", path}, {"luma_mean", num(s.luma_mean)}, {"luma_std", num(s.luma_std)}, {"laplacian_var", num(s.laplacian_var)}};
+  auto stats = [&](const std::string& path, const cv::Mat& img, const cv::Mat& luma) {
+    json j = {{"path", path}};
+    std::string line = path + ":";
+    std::string sep = " ";
+    for (const metrics::MediaMetric* mm : metrics::media_metrics(metrics::MetricScope::video_frame)) {
+      if (mm->needs_previous) continue;  // a single image has no previous frame
+      const double v = mm->per_frame({img, luma, nullptr});
+      line += sep + mm->series[0].label + " " + mm->series[0].cli(v);
+      sep = "  ";
+      j[mm->name] = num(v);
+    }
+    std::printf("%s\n", line.c_str());
+    return j;
   };
-  const json ja = stats(a.a, sa), jb = stats(a.b, sb);
+  const json ja = stats(a.a, A, LA), jb = stats(a.b, B, LB);
   if (!a.json.empty()) {
     json j = {{"tool", "attest metrics image"},
               {"ssim_preset", metrics::ssim_preset_name(o.ssim)},
@@ -77,10 +126,8 @@ void run_image(const ImageArgs& a) {
               {"width", A.cols},
               {"height", A.rows},
               {"planes", planes},
-              {"mse", num(c.mse)},
-              {"psnr", num(c.psnr)},
-              {"ssim", num(c.ssim)},
               {"images", json::array({ja, jb})}};
+    for (const auto& [k, v] : pooled.items()) j[k] = v;
     OutputFiles out;
     out.stage(a.json, j.dump(1) + "\n");
     out.commit();
@@ -94,10 +141,12 @@ struct AudioArgs {
   bool allow_truncate = false;
 };
 
-json signal_json(const metrics::SignalComparison& s) {
-  return {{"name", s.name},         {"samples", s.samples},       {"snr", num(s.snr)},
-          {"si_sdr", num(s.si_sdr)}, {"cosine", num(s.cosine)},   {"rms_test", num(s.rms_test)},
-          {"rms_ref", num(s.rms_ref)}, {"peak_test", num(s.peak_test)}, {"peak_ref", num(s.peak_ref)}};
+// compare_audio's own figures of a signal, and every registered audio pair metric on it.
+json signal_json(const metrics::SignalComparison& s, const json& registered) {
+  json j = {{"name", s.name},          {"samples", s.samples},          {"rms_test", num(s.rms_test)},
+            {"rms_ref", num(s.rms_ref)}, {"peak_test", num(s.peak_test)}, {"peak_ref", num(s.peak_ref)}};
+  for (const auto& [k, v] : registered.items()) j[k] = v;
+  return j;
 }
 
 void run_audio(const AudioArgs& a) {
@@ -106,25 +155,39 @@ void run_audio(const AudioArgs& a) {
   o.snr_eps = a.snr_eps;
   o.allow_truncate = a.allow_truncate;
   const metrics::AudioComparison c = metrics::compare_audio(t, r, o);
+  metrics::MediaOptions mo;
+  mo.snr_eps = a.snr_eps;
   std::printf("%d Hz, %lld frames compared (test %lld, reference %lld)%s\n", c.sample_rate,
               static_cast<long long>(c.frames_compared), static_cast<long long>(c.frames_test),
               static_cast<long long>(c.frames_ref), c.length_mismatch ? ", LENGTHS DIFFER" : "");
-  auto line = [](const metrics::SignalComparison& s) {
-    std::printf("%s: SNR %s dB  SI-SDR %s dB  cosine %.10f  RMS %.6f / %.6f  peak %.6f / %.6f (test / reference)\n",
-                s.name.c_str(), db(s.snr).c_str(), db(s.si_sdr).c_str(), s.cosine, s.rms_test, s.rms_ref, s.peak_test,
-                s.peak_ref);
+  // One line per signal: the registered audio pair metrics, then RMS and peak of both signals.
+  auto line = [&](const metrics::SignalComparison& s, std::span<const double> ts, std::span<const double> rs) {
+    json vals = json::object();
+    std::string text = s.name + ":";
+    for (const metrics::MediaMetric* mm : metrics::media_metrics(metrics::MetricScope::audio_pair)) {
+      const double v = mm->per_signal(ts, rs, mo);
+      text += " " + mm->series[0].label + " " + mm->series[0].cli(v) + " ";
+      vals[mm->series[0].key] = num(v);
+    }
+    std::printf("%s RMS %.6f / %.6f  peak %.6f / %.6f (test / reference)\n", text.c_str(), s.rms_test, s.rms_ref,
+                s.peak_test, s.peak_ref);
+    return signal_json(s, vals);
   };
+  const auto n = static_cast<std::size_t>(c.frames_compared);
+  std::vector<double> all_t, all_r;
   json ch = json::array();
-  for (const auto& s : c.channels) {
-    line(s);
-    ch.push_back(signal_json(s));
+  for (std::size_t k = 0; k < c.channels.size(); ++k) {
+    const std::span<const double> ts(t.channels[k].data(), n), rs(r.channels[k].data(), n);
+    ch.push_back(line(c.channels[k], ts, rs));
+    all_t.insert(all_t.end(), ts.begin(), ts.end());
+    all_r.insert(all_r.end(), rs.begin(), rs.end());
   }
-  line(c.pooled);
+  const json pooled = line(c.pooled, all_t, all_r);
   if (!a.json.empty()) {
     json j = {{"tool", "attest metrics audio"}, {"test", a.test},           {"reference", a.ref},
               {"sample_rate", c.sample_rate},   {"frames_test", c.frames_test}, {"frames_ref", c.frames_ref},
               {"frames_compared", c.frames_compared}, {"length_mismatch", c.length_mismatch},
-              {"snr_eps", a.snr_eps},           {"channels", ch},           {"pooled", signal_json(c.pooled)}};
+              {"snr_eps", a.snr_eps},           {"channels", ch},           {"pooled", pooled}};
     OutputFiles out;
     out.stage(a.json, j.dump(1) + "\n");
     out.commit();

@@ -9,6 +9,7 @@
 #include <exception>
 #include <memory>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -99,20 +100,36 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
   const std::set<std::int64_t> strip_set(strip.begin(), strip.end());
   std::vector<std::vector<std::pair<std::int64_t, StripImage>>> strip_kept(nr);
 
-  for (auto& run : rep.runs) {
+  // The registered video metrics; each run's result slots are resolved once (map nodes are stable),
+  // so the frame loops below do no look-ups.
+  const auto pair_metrics = m::media_metrics(m::MetricScope::video_pair);
+  const auto frame_metrics = m::media_metrics(m::MetricScope::video_frame);
+  const m::MediaOptions mo = media_options(o);
+  std::vector<std::vector<MetricResult*>> pair_slot(nr), frame_slot(nr);
+  for (std::size_t r = 0; r < nr; ++r) {
+    RunReport& run = rep.runs[r];
     run.video_stats.emplace();
-    if (run.role != Role::reference) run.video.emplace();
+    if (run.role != Role::reference) {
+      run.video.emplace();
+      for (const m::MediaMetric* mm : pair_metrics) {
+        MetricResult& res = run.metrics[mm->name];
+        res.frames.resize(mm->series.size());
+        pair_slot[r].push_back(&res);
+      }
+    }
+    for (const m::MediaMetric* mm : frame_metrics) {
+      MetricResult& res = run.metrics[mm->name];
+      res.frames.resize(1);
+      frame_slot[r].push_back(&res);
+    }
   }
+  std::size_t max_series = 1;
+  for (const m::MediaMetric* mm : pair_metrics) max_series = std::max(max_series, mm->series.size());
   const std::int64_t batch = std::max(4, 2 * threads);
   for (auto& v : vr) {
     v.frames.resize(static_cast<std::size_t>(batch));
     v.luma.resize(static_cast<std::size_t>(batch));
   }
-  const bool luma_only = o.channels == m::Channels::luma;
-  m::ImageCompareOptions io;
-  io.ssim = o.ssim;
-  io.channels = o.channels;
-  io.psnr_cap_db = o.psnr_cap_db;
 
   std::int64_t base = 0, last_m = 0;
   bool truncated = false;
@@ -157,17 +174,13 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
     }
     last_m = mcount;
     if (mcount == 0) break;
-    for (auto& run : rep.runs) {
-      auto& s = *run.video_stats;
+    {
       const auto n = static_cast<std::size_t>(base + mcount);
-      s.frame_luma_mean.resize(n);
-      s.frame_luma_std.resize(n);
-      s.frame_laplacian_var.resize(n);
-      s.frame_abs_diff.resize(n - 1);
-      if (run.video) {
-        run.video->frame_mse.resize(n);
-        run.video->frame_psnr.resize(n);
-        run.video->frame_ssim.resize(n);
+      for (std::size_t r = 0; r < nr; ++r) {
+        for (std::size_t k = 0; k < frame_metrics.size(); ++k)
+          frame_slot[r][k]->frames[0].resize(frame_metrics[k]->needs_previous ? n - 1 : n);
+        for (MetricResult* res : pair_slot[r])
+          for (auto& series : res->frames) series.resize(n);
       }
     }
     // Luma, statistics and comparisons against the reference: frames in parallel.
@@ -176,36 +189,30 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
       const auto g = static_cast<std::size_t>(base + i);
       for (std::size_t r = 0; r < nr; ++r) {
         cv::cvtColor(vr[r].frames[ui], vr[r].luma[ui], cv::COLOR_BGR2GRAY);
-        const cv::Mat& y = vr[r].luma[ui];
-        auto& s = *rep.runs[r].video_stats;
-        const m::MeanStd ms = m::mean_std(y);
-        s.frame_luma_mean[g] = ms.mean;
-        s.frame_luma_std[g] = ms.std;
-        s.frame_laplacian_var[g] = m::laplacian_variance(y);
+        const m::Frame f{vr[r].frames[ui], vr[r].luma[ui], nullptr};
+        for (std::size_t k = 0; k < frame_metrics.size(); ++k)
+          if (!frame_metrics[k]->needs_previous) frame_slot[r][k]->frames[0][g] = frame_metrics[k]->per_frame(f);
       }
+      std::vector<double> out(max_series);
       for (std::size_t r = 1; r < nr; ++r) {
-        auto& v = *rep.runs[r].video;
-        if (luma_only) {
-          const double e = m::mse(vr[r].luma[ui], vr[0].luma[ui]);
-          v.frame_mse[g] = e;
-          v.frame_psnr[g] = m::psnr_from_mse(e, 255.0, o.psnr_cap_db);
-          v.frame_ssim[g] = m::ssim(vr[r].luma[ui], vr[0].luma[ui], o.ssim);
-        } else {
-          const m::ImageComparison c = m::compare_images(vr[r].frames[ui], vr[0].frames[ui], io);
-          v.frame_mse[g] = c.mse;
-          v.frame_psnr[g] = c.psnr;
-          v.frame_ssim[g] = c.ssim;
+        const m::FramePair p{vr[r].frames[ui], vr[r].luma[ui], vr[0].frames[ui], vr[0].luma[ui]};
+        for (std::size_t k = 0; k < pair_metrics.size(); ++k) {
+          pair_metrics[k]->per_frame_pair(p, mo, out.data());
+          for (std::size_t q = 0; q < pair_metrics[k]->series.size(); ++q) pair_slot[r][k]->frames[q][g] = out[q];
         }
       }
     });
-    // Frame-to-frame differences (needs the previous frame's luma, possibly from the last batch).
+    // Metrics of a frame and its predecessor (possibly the last frame of the previous batch).
     parallel_for(mcount, threads, [&](std::int64_t i) {
       const auto ui = static_cast<std::size_t>(i);
       const std::int64_t g = base + i;
       if (g == 0) return;
       for (std::size_t r = 0; r < nr; ++r) {
         const cv::Mat& prev = i == 0 ? vr[r].prev_luma : vr[r].luma[ui - 1];
-        rep.runs[r].video_stats->frame_abs_diff[static_cast<std::size_t>(g - 1)] = m::mean_abs_diff(vr[r].luma[ui], prev);
+        const m::Frame f{vr[r].frames[ui], vr[r].luma[ui], &prev};
+        for (std::size_t k = 0; k < frame_metrics.size(); ++k)
+          if (frame_metrics[k]->needs_previous)
+            frame_slot[r][k]->frames[0][static_cast<std::size_t>(g - 1)] = frame_metrics[k]->per_frame(f);
       }
     });
     for (std::int64_t i = 0; i < mcount; ++i)
@@ -245,15 +252,49 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
           break;
         }
 
+  // Summaries: statistics are means over frames; pair metrics summarise their series.
+  for (std::size_t r = 0; r < nr; ++r) {
+    for (std::size_t k = 0; k < frame_metrics.size(); ++k)
+      frame_slot[r][k]->figures = {{"value", mean_of(frame_slot[r][k]->frames[0])}};
+    for (std::size_t k = 0; k < pair_slot[r].size(); ++k) {
+      const m::MediaMetric& mm = *pair_metrics[k];
+      MetricResult& res = *pair_slot[r][k];
+      res.figures = mm.summarize ? mm.summarize(res.frames, mo) : m::mean_min_summary(res.frames[mm.judged_series]);
+    }
+  }
+}
+
+// The typed members of RunReport (VideoVsReference, VideoStats) are views of the built-in
+// metrics, kept for callers of the C++ API; reports, JSON and verdicts read RunReport::metrics.
+// A metric added to the registry needs nothing here.
+const std::vector<double>& frames_of(const RunReport& run, std::string_view name, std::size_t series = 0) {
+  static const std::vector<double> none;
+  const auto it = run.metrics.find(name);
+  return it == run.metrics.end() || series >= it->second.frames.size() ? none : it->second.frames[series];
+}
+double figure_of(const RunReport& run, std::string_view name, std::string_view key) {
+  const auto it = run.metrics.find(name);
+  return it == run.metrics.end() ? std::nan("") : m::MediaMetric::figure(it->second.figures, key);
+}
+
+void fill_video_views(CompareReport& rep) {
   for (auto& run : rep.runs) {
     auto& s = *run.video_stats;
+    s.frame_luma_mean = frames_of(run, "luma_mean");
+    s.frame_luma_std = frames_of(run, "luma_std");
+    s.frame_laplacian_var = frames_of(run, "laplacian_var");
+    s.frame_abs_diff = frames_of(run, "mean_abs_diff");
     s.luma_mean = mean_of(s.frame_luma_mean);
     s.luma_std = mean_of(s.frame_luma_std);
     s.laplacian_var = mean_of(s.frame_laplacian_var);
     s.mean_abs_diff = mean_of(s.frame_abs_diff);
     if (run.video) {
-      run.video->psnr = m::summarize_psnr(run.video->frame_mse, 255.0, o.psnr_cap_db);
-      run.video->ssim = m::summarize_ssim(run.video->frame_ssim);
+      auto& v = *run.video;
+      v.frame_mse = frames_of(run, "psnr", 0);
+      v.frame_psnr = frames_of(run, "psnr", 1);
+      v.frame_ssim = frames_of(run, "ssim");
+      v.psnr = m::summarize_psnr(v.frame_mse, 255.0, rep.options.psnr_cap_db);
+      v.ssim = m::summarize_ssim(v.frame_ssim);
     }
   }
 }
@@ -282,24 +323,51 @@ void compare_audio(CompareReport& rep, const CompareOptions& o) {
                                          label_q(run.label), run.audio->frames_test, run.audio->frames_ref,
                                          run.audio->frames_compared));
   }
+  // The registered audio metrics: statistics of every recording; pair metrics per channel and on
+  // all channels pooled (the common prefix, channels in order, as compare_audio).
+  const m::MediaOptions mo = media_options(o);
+  for (std::size_t r = 0; r < rep.runs.size(); ++r) {
+    RunReport& run = rep.runs[r];
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::audio_stat))
+      run.metrics[mm->name].figures = {{"value", mm->per_recording(audio[r])}};
+    if (r == 0) continue;
+    const auto n = static_cast<std::size_t>(run.audio->frames_compared);
+    std::vector<double> all_t, all_r;
+    for (std::size_t ch = 0; ch < audio[0].channels.size(); ++ch) {
+      all_t.insert(all_t.end(), audio[r].channels[ch].begin(), audio[r].channels[ch].begin() + static_cast<std::ptrdiff_t>(n));
+      all_r.insert(all_r.end(), audio[0].channels[ch].begin(), audio[0].channels[ch].begin() + static_cast<std::ptrdiff_t>(n));
+    }
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::audio_pair)) {
+      MetricResult& res = run.metrics[mm->name];
+      for (std::size_t ch = 0; ch < audio[0].channels.size(); ++ch)
+        res.signals.push_back(mm->per_signal(std::span<const double>(audio[r].channels[ch].data(), n),
+                                             std::span<const double>(audio[0].channels[ch].data(), n), mo));
+      res.signals.push_back(mm->per_signal(all_t, all_r, mo));
+      res.figures = {{"pooled", res.signals.back()}};
+    }
+  }
 }
 
 // |s_t - s_r| <= |s_f - s_r| + rel |s_r| + abs.
-void check_stat(std::vector<std::string>& reasons, const char* name, double t, double r, double f, const Margins& mg) {
-  const double allowed = std::abs(f - r) + mg.stats_rel * std::abs(r) + mg.stats_abs;
+void check_stat(std::vector<std::string>& reasons, const std::string& name, double t, double r, double f, double rel,
+                double abs) {
+  const double allowed = std::abs(f - r) + rel * std::abs(r) + abs;
   if (!(std::abs(t - r) <= allowed))
     reasons.push_back(fmt::format("{} {:.6g} is {:.3g} from the reference {:.6g}; the floor run is {:.3g} from it "
                                   "(allowed {:.3g})",
                                   name, t, std::abs(t - r), r, std::abs(f - r), allowed));
 }
 
-void check_not_worse(std::vector<std::string>& reasons, const char* name, double t, double f, double margin,
-                     const char* unit) {
-  if (!(t >= f - margin))
-    reasons.push_back(fmt::format("{} {:.6g}{} is below the floor run's {:.6g}{} by more than {:.3g}{}", name, t, unit, f,
-                                  unit, margin, unit));
+// Higher is better: t >= f - margin; lower is better: t <= f + margin.
+void check_not_worse(std::vector<std::string>& reasons, const std::string& name, double t, double f, double margin,
+                     const std::string& unit, bool higher_is_better) {
+  if (higher_is_better ? !(t >= f - margin) : !(t <= f + margin))
+    reasons.push_back(fmt::format("{} {:.6g}{} is {} the floor run's {:.6g}{} by more than {:.3g}{}", name, t, unit,
+                                  higher_is_better ? "below" : "above", f, unit, margin, unit));
 }
 
+// Every judged registered metric, in registry order (video pair, video statistics, audio pair,
+// audio statistics), so the reasons come in that order.
 void judge(CompareReport& rep) {
   const Margins& mg = rep.options.margins;
   const RunReport& ref = rep.runs[0];
@@ -312,23 +380,27 @@ void judge(CompareReport& rep) {
       continue;
     }
     std::vector<std::string> why;
-    if (run.video) {
-      const auto &t = *run.video, &f = *floor->video;
-      check_not_worse(why, "PSNR mean", t.psnr.mean_finite, f.psnr.mean_finite, mg.psnr_db, " dB");
-      check_not_worse(why, "PSNR min frame", t.psnr.min, f.psnr.min, mg.psnr_db, " dB");
-      check_not_worse(why, "SSIM mean", t.ssim.mean, f.ssim.mean, mg.ssim, "");
-      check_not_worse(why, "SSIM min frame", t.ssim.min, f.ssim.min, mg.ssim, "");
-      const auto &ts = *run.video_stats, &rs = *ref.video_stats, &fs = *floor->video_stats;
-      check_stat(why, "luma mean", ts.luma_mean, rs.luma_mean, fs.luma_mean, mg);
-      check_stat(why, "luma std", ts.luma_std, rs.luma_std, fs.luma_std, mg);
-      check_stat(why, "Laplacian variance", ts.laplacian_var, rs.laplacian_var, fs.laplacian_var, mg);
-      check_stat(why, "mean abs frame diff", ts.mean_abs_diff, rs.mean_abs_diff, fs.mean_abs_diff, mg);
-    }
-    if (run.audio) {
-      check_not_worse(why, "audio SNR", run.audio->pooled.snr, floor->audio->pooled.snr, mg.snr_db, " dB");
-      check_not_worse(why, "audio cosine", run.audio->pooled.cosine, floor->audio->pooled.cosine, mg.cosine, "");
-      check_stat(why, "audio RMS", run.audio_stats->rms, ref.audio_stats->rms, floor->audio_stats->rms, mg);
-      check_stat(why, "audio peak", run.audio_stats->peak, ref.audio_stats->peak, floor->audio_stats->peak, mg);
+    for (const m::MediaMetric* mm : m::all_media_metrics()) {
+      if (mm->margin.empty() || !run.metrics.count(mm->name)) continue;
+      const m::MarginRow* row = m::find_margin_row(mm->margin);
+      const double margin = mg.get(mm->margin);
+      const std::string unit = row ? row->unit : std::string();
+      switch (mm->scope) {
+        case m::MetricScope::video_pair:
+          for (const auto& j : mm->judged)
+            check_not_worse(why, j.label, figure_of(run, mm->name, j.figure), figure_of(*floor, mm->name, j.figure), margin,
+                            unit, mm->higher_is_better);
+          break;
+        case m::MetricScope::audio_pair:
+          check_not_worse(why, mm->label, figure_of(run, mm->name, "pooled"), figure_of(*floor, mm->name, "pooled"), margin,
+                          unit, mm->higher_is_better);
+          break;
+        case m::MetricScope::video_frame:
+        case m::MetricScope::audio_stat:
+          check_stat(why, mm->label, figure_of(run, mm->name, "value"), figure_of(ref, mm->name, "value"),
+                     figure_of(*floor, mm->name, "value"), margin, mg.get(mm->margin_abs));
+          break;
+      }
     }
     run.verdict = why.empty() ? Verdict::within_floor : Verdict::outside_floor;
     run.reasons = std::move(why);
@@ -336,6 +408,42 @@ void judge(CompareReport& rep) {
 }
 
 }  // namespace
+
+Margins::Margins() {
+  for (const auto& row : m::margin_rows()) at(row.key) = row.value;
+}
+
+double& Margins::at(std::string_view key) {
+  // The built-in rows have named members (the CLI and callers set them by name); others live in `other`.
+  if (key == "psnr_db") return psnr_db;
+  if (key == "ssim") return ssim;
+  if (key == "snr_db") return snr_db;
+  if (key == "cosine") return cosine;
+  if (key == "stats_rel") return stats_rel;
+  if (key == "stats_abs") return stats_abs;
+  return other[std::string(key)];
+}
+
+double Margins::get(std::string_view key) const {
+  if (key == "psnr_db") return psnr_db;
+  if (key == "ssim") return ssim;
+  if (key == "snr_db") return snr_db;
+  if (key == "cosine") return cosine;
+  if (key == "stats_rel") return stats_rel;
+  if (key == "stats_abs") return stats_abs;
+  const auto it = other.find(key);
+  if (it == other.end()) throw Error("margin '" + std::string(key) + "' is not in the margin table (metrics/media_margins.json)");
+  return it->second;
+}
+
+metrics::MediaOptions media_options(const CompareOptions& o) {
+  metrics::MediaOptions mo;
+  mo.ssim = o.ssim;
+  mo.channels = o.channels;
+  mo.psnr_cap_db = o.psnr_cap_db;
+  mo.snr_eps = o.snr_eps;
+  return mo;
+}
 
 std::string_view role_name(Role r) {
   switch (r) {
@@ -393,6 +501,7 @@ CompareReport compare(const CompareInputs& inputs, const CompareOptions& options
   if (video) {
     CvThreads guard;
     compare_video(rep, options, threads);
+    fill_video_views(rep);
   }
   judge(rep);
   return rep;

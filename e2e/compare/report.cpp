@@ -33,11 +33,6 @@ json nums(const std::vector<double>& v) {
   return a;
 }
 
-std::string fmt_db(double x) {
-  if (std::isinf(x)) return x > 0 ? "inf" : "-inf";
-  return fmt::format("{:.2f}", x);
-}
-std::string fmt_ssim(double x) { return fmt::format("{:.4f}", x); }
 
 std::string html_escape(const std::string& s) {
   std::string o;
@@ -72,23 +67,41 @@ std::string base64(const std::vector<std::uint8_t>& in) {
 bool has_video(const CompareReport& r) { return !r.runs.empty() && r.runs[0].video_stats.has_value(); }
 bool has_audio(const CompareReport& r) { return !r.runs.empty() && r.runs[0].audio_stats.has_value(); }
 
+json figures_json(const std::vector<m::Figure>& figures) {
+  json j = json::object();
+  for (const auto& f : figures) j[f.key] = f.integer ? json(static_cast<std::int64_t>(f.value)) : num(f.value);
+  return j;
+}
+
+// The per-run table's metric columns: the registered pair metrics' columns, in registry order;
+// metrics sharing a column share its cell (" / ").
+std::vector<std::string> metric_columns() {
+  std::vector<std::string> cols;
+  for (const m::MediaMetric* mm : m::all_media_metrics())
+    if (!mm->column.empty() && std::find(cols.begin(), cols.end(), mm->column) == cols.end()) cols.push_back(mm->column);
+  return cols;
+}
+
 // Cells of the per-run table, shared by Markdown and HTML.
 struct Row {
-  std::string label, role, psnr, ssim, audio, verdict;
+  std::string label, role;
+  std::vector<std::string> cells;  // one per metric_columns(); empty: the run has none of them
+  std::string verdict;
 };
 
 std::vector<Row> metric_rows(const CompareReport& r) {
+  const auto cols = metric_columns();
   std::vector<Row> rows;
   for (const auto& run : r.runs) {
     if (run.role == Role::reference) continue;
-    Row row{run.label, std::string(role_name(run.role)), "", "", "", ""};
-    if (run.video) {
-      const auto& v = *run.video;
-      row.psnr = fmt::format("{} ({} @ {})", fmt_db(v.psnr.mean), fmt_db(v.psnr.min), v.psnr.min_frame);
-      if (v.psnr.identical_frames > 0) row.psnr += fmt::format(", {} identical", v.psnr.identical_frames);
-      row.ssim = fmt::format("{} ({} @ {})", fmt_ssim(v.ssim.mean), fmt_ssim(v.ssim.min), v.ssim.min_frame);
-    }
-    if (run.audio) row.audio = fmt::format("{} / {:.6f}", fmt_db(run.audio->pooled.snr), run.audio->pooled.cosine);
+    Row row{run.label, std::string(role_name(run.role)), std::vector<std::string>(cols.size()), ""};
+    for (std::size_t c = 0; c < cols.size(); ++c)
+      for (const m::MediaMetric* mm : m::all_media_metrics()) {
+        if (mm->column != cols[c]) continue;
+        const auto it = run.metrics.find(mm->name);
+        if (it == run.metrics.end()) continue;
+        row.cells[c] += (row.cells[c].empty() ? "" : " / ") + mm->cell(it->second.figures);
+      }
     row.verdict = run.role == Role::floor ? "exact run (floor)" : std::string(verdict_name(run.verdict));
     rows.push_back(row);
   }
@@ -100,13 +113,19 @@ struct StatRow {
   std::vector<std::string> cells;
 };
 
+// The statistics shown: video ones when the runs have video, then audio ones when they have audio.
+std::vector<const m::MediaMetric*> stat_metrics(const CompareReport& r) {
+  std::vector<const m::MediaMetric*> out;
+  if (has_video(r))
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::video_frame)) out.push_back(mm);
+  if (has_audio(r))
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::audio_stat)) out.push_back(mm);
+  return out;
+}
+
 std::vector<std::string> stat_headers(const CompareReport& r) {
   std::vector<std::string> h;
-  if (has_video(r)) h = {"luma mean", "luma std", "Laplacian var", "mean abs frame diff"};
-  if (has_audio(r)) {
-    h.push_back("audio RMS");
-    h.push_back("audio peak");
-  }
+  for (const m::MediaMetric* mm : stat_metrics(r)) h.push_back(mm->stat_column.empty() ? mm->name : mm->stat_column);
   return h;
 }
 
@@ -114,14 +133,10 @@ std::vector<StatRow> stat_rows(const CompareReport& r) {
   std::vector<StatRow> rows;
   for (const auto& run : r.runs) {
     StatRow row{run.label, {}};
-    if (run.video_stats) {
-      const auto& s = *run.video_stats;
-      row.cells = {fmt::format("{:.3f}", s.luma_mean), fmt::format("{:.3f}", s.luma_std),
-                   fmt::format("{:.2f}", s.laplacian_var), fmt::format("{:.4f}", s.mean_abs_diff)};
-    }
-    if (run.audio_stats) {
-      row.cells.push_back(fmt::format("{:.6f}", run.audio_stats->rms));
-      row.cells.push_back(fmt::format("{:.6f}", run.audio_stats->peak));
+    for (const m::MediaMetric* mm : stat_metrics(r)) {
+      const auto it = run.metrics.find(mm->name);
+      if (it == run.metrics.end()) continue;
+      row.cells.push_back(fmt::format("{:.{}f}", m::MediaMetric::figure(it->second.figures, "value"), mm->stat_precision));
     }
     rows.push_back(row);
   }
@@ -137,9 +152,10 @@ std::string summary_line(const CompareReport& r) {
                      r.options.psnr_cap_db ? fmt::format(", PSNR capped at {} dB", *r.options.psnr_cap_db) : std::string());
   if (has_audio(r)) s += fmt::format("Audio: {} frames at {} Hz. ", r.audio_frames_compared, r.audio_sample_rate);
   const Margins& mg = r.options.margins;
-  s += fmt::format("Margins: PSNR {} dB, SSIM {}, SNR {} dB, cosine {}, statistics {}% of the reference beyond the "
-                   "floor spread.",
-                   mg.psnr_db, mg.ssim, mg.snr_db, mg.cosine, mg.stats_rel * 100);
+  s += "Margins: ";
+  for (const auto& row : m::margin_rows())
+    if (!row.summary.empty()) s += fmt::format("{} {}{}, ", row.summary, mg.get(row.key), row.unit);
+  s += fmt::format("statistics {}% of the reference beyond the floor spread.", mg.stats_rel * 100);
   return s;
 }
 
@@ -149,44 +165,53 @@ json run_json(const RunReport& run) {
   j["role"] = role_name(run.role);
   j["video_path"] = run.input.video.string();
   j["audio_path"] = run.input.audio.string();
+  auto result = [&](const m::MediaMetric* mm) -> const MetricResult* {
+    const auto it = run.metrics.find(mm->name);
+    return it == run.metrics.end() ? nullptr : &it->second;
+  };
   if (run.video_stats) {
-    const auto& s = *run.video_stats;
     j["frames_read"] = run.frames_read;
-    j["video_stats"] = {{"luma_mean", num(s.luma_mean)},
-                        {"luma_std", num(s.luma_std)},
-                        {"laplacian_var", num(s.laplacian_var)},
-                        {"mean_abs_diff", num(s.mean_abs_diff)},
-                        {"frames",
-                         {{"luma_mean", nums(s.frame_luma_mean)},
-                          {"luma_std", nums(s.frame_luma_std)},
-                          {"laplacian_var", nums(s.frame_laplacian_var)},
-                          {"abs_diff", nums(s.frame_abs_diff)}}}};
+    json vs = json::object(), frames = json::object();
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::video_frame))
+      if (const MetricResult* res = result(mm)) {
+        vs[mm->name] = num(m::MediaMetric::figure(res->figures, "value"));
+        frames[mm->series[0].key] = nums(res->frames[0]);
+      }
+    vs["frames"] = frames;
+    j["video_stats"] = vs;
   }
   if (run.video) {
-    const auto& v = *run.video;
-    j["video"] = {{"psnr",
-                   {{"mean", num(v.psnr.mean)},
-                    {"mean_finite", num(v.psnr.mean_finite)},
-                    {"min", num(v.psnr.min)},
-                    {"min_frame", v.psnr.min_frame},
-                    {"pooled", num(v.psnr.pooled)},
-                    {"identical_frames", v.psnr.identical_frames}}},
-                  {"ssim", {{"mean", num(v.ssim.mean)}, {"min", num(v.ssim.min)}, {"min_frame", v.ssim.min_frame}}},
-                  {"frames", {{"mse", nums(v.frame_mse)}, {"psnr", nums(v.frame_psnr)}, {"ssim", nums(v.frame_ssim)}}}};
+    json v = json::object(), frames = json::object();
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::video_pair))
+      if (const MetricResult* res = result(mm)) {
+        v[mm->name] = figures_json(res->figures);
+        for (std::size_t q = 0; q < mm->series.size(); ++q) frames[mm->series[q].key] = nums(res->frames[q]);
+      }
+    v["frames"] = frames;
+    j["video"] = v;
   }
-  if (run.audio_stats) j["audio_stats"] = {{"rms", num(run.audio_stats->rms)}, {"peak", num(run.audio_stats->peak)}};
+  if (run.audio_stats) {
+    json as = json::object();
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::audio_stat))
+      if (const MetricResult* res = result(mm)) as[mm->name] = num(m::MediaMetric::figure(res->figures, "value"));
+    j["audio_stats"] = as;
+  }
   if (run.audio) {
     const auto& a = *run.audio;
-    auto sig = [](const m::SignalComparison& s) {
-      return json{{"name", s.name},       {"samples", s.samples},       {"snr", num(s.snr)},
-                  {"si_sdr", num(s.si_sdr)}, {"cosine", num(s.cosine)},   {"rms_test", num(s.rms_test)},
-                  {"rms_ref", num(s.rms_ref)}, {"peak_test", num(s.peak_test)}, {"peak_ref", num(s.peak_ref)}};
+    // Per signal: what compare_audio reports of it, and every registered audio pair metric.
+    auto sig = [&](const m::SignalComparison& s, std::size_t index) {
+      json o{{"name", s.name},         {"samples", s.samples},          {"rms_test", num(s.rms_test)},
+             {"rms_ref", num(s.rms_ref)}, {"peak_test", num(s.peak_test)}, {"peak_ref", num(s.peak_ref)}};
+      for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::audio_pair))
+        if (const MetricResult* res = result(mm); res && index < res->signals.size())
+          o[mm->series[0].key] = num(res->signals[index]);
+      return o;
     };
     json ch = json::array();
-    for (const auto& c : a.channels) ch.push_back(sig(c));
+    for (std::size_t c = 0; c < a.channels.size(); ++c) ch.push_back(sig(a.channels[c], c));
     j["audio"] = {{"sample_rate", a.sample_rate},         {"frames_test", a.frames_test},
                   {"frames_ref", a.frames_ref},           {"frames_compared", a.frames_compared},
-                  {"length_mismatch", a.length_mismatch}, {"pooled", sig(a.pooled)},
+                  {"length_mismatch", a.length_mismatch}, {"pooled", sig(a.pooled, a.channels.size())},
                   {"channels", ch}};
   }
   j["verdict"] = verdict_name(run.verdict);
@@ -198,11 +223,17 @@ json run_json(const RunReport& run) {
 
 std::string to_markdown(const CompareReport& r) {
   std::string s = "### attest e2e compare\n\n" + summary_line(r) + "\n\n";
-  s += "| run | role | PSNR dB mean (min frame) | SSIM mean (min frame) | audio SNR dB / cos | verdict |\n";
-  s += "|---|---|---|---|---|---|\n";
-  for (const Row& row : metric_rows(r))
-    s += fmt::format("| {} | {} | {} | {} | {} | {} |\n", row.label, row.role, row.psnr.empty() ? "-" : row.psnr,
-                     row.ssim.empty() ? "-" : row.ssim, row.audio.empty() ? "-" : row.audio, row.verdict);
+  const auto cols = metric_columns();
+  s += "| run | role |";
+  for (const auto& c : cols) s += " " + c + " |";
+  s += " verdict |\n|---|---|";
+  for (std::size_t i = 0; i < cols.size(); ++i) s += "---|";
+  s += "---|\n";
+  for (const Row& row : metric_rows(r)) {
+    s += "| " + row.label + " | " + row.role + " |";
+    for (const auto& c : row.cells) s += " " + (c.empty() ? std::string("-") : c) + " |";
+    s += " " + row.verdict + " |\n";
+  }
   const auto headers = stat_headers(r);
   s += "\nGlobal statistics (luma; the reference and floor are the exact runs):\n\n| run |";
   for (const auto& h : headers) s += " " + h + " |";
@@ -235,13 +266,8 @@ nlohmann::json to_json(const CompareReport& r) {
                   {"psnr_cap_db", o.psnr_cap_db ? json(*o.psnr_cap_db) : json(nullptr)},
                   {"snr_eps", o.snr_eps},
                   {"allow_truncate", o.allow_truncate},
-                  {"margins",
-                   {{"psnr_db", o.margins.psnr_db},
-                    {"ssim", o.margins.ssim},
-                    {"snr_db", o.margins.snr_db},
-                    {"cosine", o.margins.cosine},
-                    {"stats_rel", o.margins.stats_rel},
-                    {"stats_abs", o.margins.stats_abs}}}};
+                  {"margins", json::object()}};
+  for (const auto& row : m::margin_rows()) j["options"]["margins"][row.key] = o.margins.get(row.key);
   if (has_video(r))
     j["video"] = {{"width", r.width},
                   {"height", r.height},
@@ -350,13 +376,14 @@ std::string to_html(const CompareReport& r, const std::string& extra_html) {
       ".within{color:#1a7f37;font-weight:bold}.outside{color:#cf222e;font-weight:bold}img{max-width:100%}"
       "</style></head><body>\n<h1>attest e2e compare</h1>\n";
   h += "<p>" + html_escape(summary_line(r)) + "</p>\n";
-  h += "<table><tr><th>run</th><th>role</th><th>PSNR dB mean (min frame)</th><th>SSIM mean (min frame)</th>"
-       "<th>audio SNR dB / cos</th><th>verdict</th></tr>\n";
+  h += "<table><tr><th>run</th><th>role</th>";
+  for (const auto& c : metric_columns()) h += "<th>" + html_escape(c) + "</th>";
+  h += "<th>verdict</th></tr>\n";
   for (const Row& row : metric_rows(r)) {
     const char* cls = row.verdict == "within floor" ? "within" : row.verdict == "outside floor" ? "outside" : "";
-    h += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td></tr>\n",
-                     html_escape(row.label), row.role, html_escape(row.psnr), html_escape(row.ssim), html_escape(row.audio),
-                     cls, row.verdict);
+    h += "<tr><td>" + html_escape(row.label) + "</td><td>" + row.role + "</td>";
+    for (const auto& c : row.cells) h += "<td>" + html_escape(c) + "</td>";
+    h += fmt::format("<td class=\"{}\">{}</td></tr>\n", cls, row.verdict);
   }
   h += "</table>\n<h2>Global statistics</h2>\n<table><tr><th>run</th>";
   for (const auto& hd : stat_headers(r)) h += "<th>" + html_escape(hd) + "</th>";
@@ -375,15 +402,16 @@ std::string to_html(const CompareReport& r, const std::string& extra_html) {
     }
   for (const auto& w : r.warnings) h += "<p><em>" + html_escape(w) + "</em></p>\n";
   if (has_video(r)) {
-    std::vector<PlotSeries> psnr, ssim;
-    for (const auto& run : r.runs)
-      if (run.video) {
-        psnr.push_back({run.label, run.video->frame_psnr});
-        ssim.push_back({run.label, run.video->frame_ssim});
-      }
     h += "<h2>Per-frame metrics against the reference</h2>\n";
-    h += svg_line_plot("PSNR per frame", "PSNR (dB)", psnr) + "\n";
-    h += svg_line_plot(std::string("SSIM per frame (") + std::string(m::ssim_preset_name(r.options.ssim)) + ")", "SSIM", ssim) + "\n";
+    const m::MediaOptions mo = media_options(r.options);
+    for (const m::MediaMetric* mm : m::media_metrics(m::MetricScope::video_pair)) {
+      if (!mm->plot_title) continue;
+      std::vector<PlotSeries> series;
+      for (const auto& run : r.runs)
+        if (const auto it = run.metrics.find(mm->name); run.video && it != run.metrics.end())
+          series.push_back({run.label, it->second.frames[mm->judged_series]});
+      h += svg_line_plot(mm->plot_title(mo), mm->plot_y_label, series) + "\n";
+    }
     if (!r.strip_frames.empty()) {
       h += "<h2>Frame strip</h2>\n<p>Rows: frames; columns: runs.</p>\n";
       h += "<img alt=\"frame strip\" src=\"data:image/png;base64," + base64(strip_png(r)) + "\">\n";

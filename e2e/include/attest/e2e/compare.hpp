@@ -25,6 +25,7 @@
 ///   return attest::e2e::any_outside_floor(r) ? 1 : 0;
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,7 @@
 #include "attest/core/output_files.hpp"
 #include "attest/metrics/media.hpp"
 #include "attest/metrics/media_audio.hpp"
+#include "attest/metrics/media_registry.hpp"
 
 namespace attest::e2e {
 
@@ -51,15 +53,22 @@ struct CompareInputs {
   std::vector<RunInput> tests;    ///< labels must be unique and non-empty
 };
 
-/// Margins of the verdict (a test run may be this much worse than the floor run).
+/// Margins of the verdict (a test run may be this much worse than the floor run). The defaults are
+/// the rows of metrics/media_margins.json (each with its reason); the named fields are the
+/// built-in rows, `other` holds the rows of any further registered metric (media_registry.hpp).
 struct Margins {
-  double psnr_db = 0.5;    ///< mean and min-frame PSNR, dB
-  double ssim = 0.005;     ///< mean and min-frame SSIM
-  double snr_db = 0.5;     ///< audio SNR (pooled), dB
-  double cosine = 1e-4;    ///< audio cosine (pooled)
+  Margins();  ///< every value from the margin table
+  double psnr_db = 0;    ///< mean and min-frame PSNR, dB
+  double ssim = 0;       ///< mean and min-frame SSIM
+  double snr_db = 0;     ///< audio SNR (pooled), dB
+  double cosine = 0;     ///< audio cosine (pooled)
   /// Global statistics: |s_test - s_ref| <= |s_floor - s_ref| + stats_rel * |s_ref| + stats_abs.
-  double stats_rel = 0.02;
-  double stats_abs = 1e-9;
+  double stats_rel = 0;
+  double stats_abs = 0;
+  std::map<std::string, double, std::less<>> other;  ///< by margin key, beyond the six above
+  /// The value of a margin key (a MarginRow key); attest::Error for an unknown key.
+  [[nodiscard]] double get(std::string_view key) const;
+  double& at(std::string_view key);
 };
 
 struct CompareOptions {
@@ -79,10 +88,22 @@ struct CompareOptions {
   int threads = 0;            ///< frame-parallel workers; 0 = all hardware threads
 };
 
+/// The options every registered metric sees.
+metrics::MediaOptions media_options(const CompareOptions& o);
+
 enum class Role { reference, floor, test };
 enum class Verdict { within_floor, outside_floor, not_judged };  ///< not_judged: no floor run
 std::string_view role_name(Role r);
 std::string_view verdict_name(Verdict v);  ///< "within floor", "outside floor", "not judged"
+
+/// The values of one registered metric (media_registry.hpp) for one run. The reports, the JSON
+/// and the verdict read these; the typed members below are views of the built-in metrics.
+struct MetricResult {
+  std::vector<std::vector<double>> frames;  ///< video: per frame, one vector per MediaMetric::series
+  std::vector<double> signals;              ///< audio_pair: one per channel, then pooled
+  /// video_pair: the summary; audio_pair: {"pooled"}; statistics: {"value"} (mean over frames for video).
+  std::vector<metrics::Figure> figures;
+};
 
 /// Per-frame metrics of one run against the reference, and their summaries.
 struct VideoVsReference {
@@ -119,6 +140,9 @@ struct RunReport {
   // Audio (when given).
   std::optional<metrics::AudioStats> audio_stats;
   std::optional<metrics::AudioComparison> audio;  ///< absent for the reference run itself
+  /// Every registered metric that applies to this run, by name (pair metrics are absent on the
+  /// reference; video metrics without video, audio metrics without audio).
+  std::map<std::string, MetricResult, std::less<>> metrics;
   // Verdict (test runs; the reference and floor are not judged).
   Verdict verdict = Verdict::not_judged;
   std::vector<std::string> reasons;  ///< why outside floor (one line each), or why not judged
