@@ -18,8 +18,8 @@ enum class Defect { none, accepts_all, nan_leak, masked_nan };
 
 class FakeKernel final : public kernels::Kernel {
  public:
-  FakeKernel(std::string name, Defect d, std::vector<std::string> recipes)
-      : name_(std::move(name)), defect_(d), recipes_(std::move(recipes)) {}
+  FakeKernel(std::string name, Defect d, std::vector<std::string> recipes, bool planted = false)
+      : name_(std::move(name)), defect_(d), recipes_(std::move(recipes)), planted_(planted) {}
   std::string name() const override { return name_; }
   std::string backend() const override { return "cpu"; }
   std::vector<std::string> recipes() const override { return recipes_; }
@@ -28,6 +28,7 @@ class FakeKernel final : public kernels::Kernel {
     kernels::Capabilities c;
     c.bitwise = true;
     c.gqa = false;  // declared, so refusal has something to check
+    c.planted_bug = planted_;
     return c;
   }
   Status supports(const Problem& p, const Recipe& r) const override {
@@ -63,6 +64,7 @@ class FakeKernel final : public kernels::Kernel {
   std::string name_;
   Defect defect_;
   std::vector<std::string> recipes_;
+  bool planted_;
 };
 
 ATTEST_REGISTER_KERNELS([] {
@@ -72,7 +74,7 @@ ATTEST_REGISTER_KERNELS([] {
   v.push_back(std::make_unique<FakeKernel>("fake.accepts_all", Defect::accepts_all, std::vector<std::string>{"bf16"}));
   v.push_back(std::make_unique<FakeKernel>("fake.nan_leak", Defect::nan_leak, std::vector<std::string>{"bf16"}));
   v.push_back(std::make_unique<FakeKernel>("fake.masked_nan", Defect::masked_nan, std::vector<std::string>{"bf16"}));
-  v.push_back(std::make_unique<FakeKernel>("mutant.fake", Defect::nan_leak, std::vector<std::string>{"bf16"}));
+  v.push_back(std::make_unique<FakeKernel>("mutant.fake", Defect::nan_leak, std::vector<std::string>{"bf16"}, true));
   return v;
 });
 
