@@ -265,8 +265,15 @@ Scheme parse_scheme(std::string_view text) {
     if (colon == std::string_view::npos) break;
     rest.remove_prefix(colon + 1);
   }
-  Scheme s = default_scheme(items[0]);
   const std::string t(text);
+  Scheme s;
+  try {
+    s = default_scheme(items[0]);
+  } catch (const Error& e) {
+    // Name the whole text as well when the head is only part of it.
+    if (items.size() == 1) throw;
+    throw Error("scheme '" + t + "': " + e.what());
+  }
   const std::string head(items[0]);
   auto bad = [&](const std::string& why) { throw Error("scheme '" + t + "': " + why); };
   if (s.family == S::Family::identity && items.size() > 1) bad("f32 takes no options");
