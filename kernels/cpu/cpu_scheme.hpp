@@ -1,13 +1,12 @@
 #pragma once
-// The kernels' own reading of quantizer scheme strings (grammar: docs/quantizer-schemes.md,
-// e.g. `int8:per_block=128:prescale=sm_log2e:round=half`). reference/quantize.hpp mixes its
-// parser with the quantizer arithmetic, and kernels/ never includes reference/, so this is a
-// second, small parser of the same vocabulary. It accepts the grammar's keys; what the CPU
-// kernels do not implement is refused by `unsupported_reason`.
+// The CPU kernels' plan of a quantizer scheme. The string is read by core's grammar
+// (attest/core/scheme.hpp, shared with reference/ and kernels/gpu); this is the plain form the
+// CPU quantizers (cpu_quantize.cpp) compute from, with their own FloatFmt constants.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "attest/core/format.hpp"
 #include "cpu/cpu_numerics.hpp"
 
 namespace attest::kernels::cpu {
@@ -34,8 +33,11 @@ struct Scheme {
   bool prescale = false;        ///< Q multiplied by fl(sm_scale * 1.44269504) first
 };
 
-/// Parses a scheme string ("f32" is the identity); throws attest::Error naming the defect.
+/// Parses a scheme string with core's parse_scheme ("f32" is the identity) and converts it;
+/// throws attest::Error naming the defect.
 Scheme parse_scheme(std::string_view text);
+/// The CPU kernels' constants of a small float format; throws attest::Error for int8, e8m0fnu, f32.
+const FloatFmt& float_fmt(FormatId f);
 /// Empty when the CPU kernels implement the scheme, else why not.
 std::string unsupported_reason(const Scheme& s);
 

@@ -95,12 +95,12 @@ struct Scheme {
 
 Scheme scheme_of(const std::string& text, const char* what) {
   Scheme s;
-  if (text == "f32") {
-    s.f32 = true;
-    return s;
-  }
   try {
-    s.q = parse_scheme(text);
+    // The identity f32 is a head of the shared grammar; the reference quantizers have no
+    // identity family, so it stays a flag here.
+    const attest::Scheme c = attest::parse_scheme(text);
+    s.f32 = c.family == attest::Scheme::Family::identity;
+    if (!s.f32) s.q = from_core(c);
   } catch (const Error& e) {
     throw Error(std::string("emulate: recipe field ") + what + ": " + e.what());
   }

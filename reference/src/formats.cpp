@@ -21,20 +21,8 @@ namespace {
 
 constexpr double p2(int e) { return e >= 0 ? double(1ull << e) : 1.0 / double(1ull << -e); }
 
-// The format table of FORMATS.md. bf16 and fp16 follow IEEE binary conventions.
-constexpr std::array<FormatInfo, 11> kInfo{{
-    {"bf16", 16, 8, 7, 127, 0x1.FEp127, 0x1p-126, 0x1p-133, true, true, true, 0},
-    {"fp16", 16, 5, 10, 15, 65504.0, 0x1p-14, 0x1p-24, true, true, true, 0},
-    {"fp8_e4m3fn", 8, 4, 3, 7, 448.0, 0x1p-6, 0x1p-9, false, true, true, 8},
-    {"fp8_e5m2", 8, 5, 2, 15, 57344.0, 0x1p-14, 0x1p-16, true, true, true, 15},
-    {"fp8_e4m3fnuz", 8, 4, 3, 8, 240.0, 0x1p-7, 0x1p-10, false, true, false, 0},
-    {"fp8_e5m2fnuz", 8, 5, 2, 16, 57344.0, 0x1p-15, 0x1p-17, false, true, false, 0},
-    {"fp6_e2m3fn", 6, 2, 3, 1, 7.5, 1.0, 0.125, false, false, true, 2},
-    {"fp6_e3m2fn", 6, 3, 2, 3, 28.0, 0.25, 0.0625, false, false, true, 4},
-    {"fp4_e2m1fn", 4, 2, 1, 1, 6.0, 1.0, 0.5, false, false, true, 2},
-    {"e8m0fnu", 8, 8, 0, 127, 0x1p127, 0x1p-127, 0x1p-127, false, true, false, 0},
-    {"int8", 8, 0, 7, 0, 127.0, 1.0, 1.0, false, false, false, 0},
-}};
+// The format table of FORMATS.md (core/format.hpp), indexed by Format (== FormatId).
+constexpr const auto& kInfo = kFormatTable;
 constexpr std::array<Format, 11> kAll{Format::bf16, Format::fp16, Format::fp8_e4m3fn, Format::fp8_e5m2,
                                       Format::fp8_e4m3fnuz, Format::fp8_e5m2fnuz, Format::fp6_e2m3fn,
                                       Format::fp6_e3m2fn, Format::fp4_e2m1fn, Format::e8m0fnu, Format::int8};
@@ -288,9 +276,6 @@ std::string name_list(const std::array<E, N>& items) {
   return s;
 }
 
-constexpr std::array<std::string_view, 3> kRoundNames{"rne", "away", "smaller"};
-constexpr std::array<std::string_view, 3> kOverflowNames{"ieee", "sat_cuda", "sat_hip"};
-
 }  // namespace
 
 const FormatInfo& format_info(Format f) { return kInfo.at(static_cast<std::size_t>(f)); }
@@ -304,17 +289,15 @@ Format parse_format(std::string_view name) {
   for (std::size_t i = 0; i < kAll.size(); ++i) names[i] = format_name(kAll[i]);
   throw Error("unknown format '" + std::string(name) + "' (valid: " + name_list(names) + ")");
 }
-std::string_view rounding_name(Rounding r) { return kRoundNames.at(static_cast<std::size_t>(r)); }
-Rounding parse_rounding(std::string_view name) {
-  for (std::size_t i = 0; i < kRoundNames.size(); ++i)
-    if (kRoundNames[i] == name) return static_cast<Rounding>(i);
-  throw Error("unknown rounding '" + std::string(name) + "' (valid: " + name_list(kRoundNames) + ")");
-}
-std::string_view overflow_name(Overflow o) { return kOverflowNames.at(static_cast<std::size_t>(o)); }
-Overflow parse_overflow(std::string_view name) {
-  for (std::size_t i = 0; i < kOverflowNames.size(); ++i)
-    if (kOverflowNames[i] == name) return static_cast<Overflow>(i);
-  throw Error("unknown overflow mode '" + std::string(name) + "' (valid: " + name_list(kOverflowNames) + ")");
+std::string_view rounding_name(Rounding r) { return name(r); }
+Rounding parse_rounding(std::string_view n) { return attest::parse_rounding(n); }
+std::string_view overflow_name(Overflow o) { return name(o); }
+Overflow parse_overflow(std::string_view n) { return attest::parse_overflow(n); }
+
+Format from_format_id(FormatId f) {
+  for (Format g : kAll)
+    if (to_format_id(g) == f) return g;
+  throw Error("format " + std::string(name(f)) + " has no codec (valid: bf16, fp16, fp8_*, fp6_*, fp4_e2m1fn, e8m0fnu, int8)");
 }
 
 std::uint16_t encode(Format f, float x, Rounding r, Overflow o) {

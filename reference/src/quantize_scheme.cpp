@@ -1,10 +1,6 @@
-// Quantizer scheme strings: `head{:item}` (grammar in docs/quantizer-schemes.md).
-#include <array>
-#include <charconv>
-#include <cmath>
+// Quantizer scheme strings, read by core's grammar (attest/core/scheme.hpp) and converted to the
+// reference's QuantScheme (its Family has no identity and its element is a codec Format).
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "attest/core/status.hpp"
 #include "attest/reference/quantize.hpp"
@@ -12,314 +8,82 @@
 namespace attest::ref {
 namespace {
 
-template <class E>
-using Table = std::span<const std::pair<E, std::string_view>>;
-
-template <class E>
-std::string valid_list(Table<E> t) {
-  std::string s;
-  for (const auto& [e, n] : t) s += (s.empty() ? "" : ", ") + std::string(n);
-  return s;
-}
-
-template <class E>
-std::string_view name_of(Table<E> t, E e) {
-  for (const auto& [v, n] : t)
-    if (v == e) return n;
-  return "?";
-}
-
-template <class E>
-E lookup(Table<E> t, std::string_view s, std::string_view what, std::string_view text) {
-  for (const auto& [e, n] : t)
-    if (n == s) return e;
-  throw Error("scheme '" + std::string(text) + "': unknown " + std::string(what) + " '" + std::string(s) +
-              "' (valid: " + valid_list(t) + ")");
-}
-
-constexpr std::array<std::pair<Granularity, std::string_view>, 6> kGran{{
-    {Granularity::per_tensor, "per_tensor"}, {Granularity::per_block, "per_block"},
-    {Granularity::per_warp, "per_warp"}, {Granularity::per_thread, "per_thread"},
-    {Granularity::per_token, "per_token"}, {Granularity::per_channel, "per_channel"}}};
-constexpr std::array<std::pair<SageArch, std::string_view>, 2> kArch{{{SageArch::sm89, "sm89"}, {SageArch::sm90, "sm90"}}};
-constexpr std::array<std::pair<Role, std::string_view>, 2> kRole{{{Role::q, "q"}, {Role::k, "k"}}};
-constexpr std::array<std::pair<ScaleRule, std::string_view>, 6> kScale{{
-    {ScaleRule::ieee, "ieee"}, {ScaleRule::rcp, "rcp"}, {ScaleRule::eps, "eps"},
-    {ScaleRule::floor, "floor"}, {ScaleRule::ieee_one, "ieee_one"}, {ScaleRule::none, "none"}}};
-constexpr std::array<std::pair<E8M0Rule, std::string_view>, 8> kE8m0{{
-    {E8M0Rule::floor, "floor"}, {E8M0Rule::ceil, "ceil"}, {E8M0Rule::rceil, "rceil"},
-    {E8M0Rule::aiter_hip_fp4, "aiter_hip_fp4"}, {E8M0Rule::aiter_triton_v_fp4, "aiter_triton_v_fp4"},
-    {E8M0Rule::aiter_triton_rne, "aiter_triton_rne"}, {E8M0Rule::aiter_hip_fp8, "aiter_hip_fp8"},
-    {E8M0Rule::aiter_hip_fp6, "aiter_hip_fp6"}}};
-constexpr std::array<std::pair<IntRounding, std::string_view>, 2> kIntRound{{{IntRounding::rne, "rne"}, {IntRounding::half, "half"}}};
-constexpr std::array<std::pair<Rounding, std::string_view>, 3> kElemRound{{
-    {Rounding::rne, "rne"}, {Rounding::away, "away"}, {Rounding::smaller, "smaller"}}};
-constexpr std::array<std::pair<Overflow, std::string_view>, 3> kOverflow{{
-    {Overflow::ieee, "ieee"}, {Overflow::sat_cuda, "sat_cuda"}, {Overflow::sat_hip, "sat_hip"}}};
-constexpr std::array<std::pair<ApplyOp, std::string_view>, 2> kApply{{{ApplyOp::div, "div"}, {ApplyOp::mul, "mul"}}};
-constexpr std::array<std::pair<Smoothing, std::string_view>, 3> kSmooth{{
-    {Smoothing::none, "none"}, {Smoothing::fp32, "fp32"}, {Smoothing::bf16, "bf16"}}};
-constexpr std::array<std::pair<Prescale, std::string_view>, 2> kPrescale{{{Prescale::none, "none"}, {Prescale::sm_log2e, "sm_log2e"}}};
-constexpr std::array<std::pair<Rotation, std::string_view>, 4> kRotate{{
-    {Rotation::none, "none"}, {Rotation::h128, "h128"}, {Rotation::h128_bf16, "h128_bf16"}, {Rotation::h32_bf16, "h32_bf16"}}};
-
-struct Head {
-  std::string_view name;
-  Family family;
-  Format element;
-};
-constexpr std::array<Head, 13> kHeads{{
-    {"bf16", Family::cast, Format::bf16},
-    {"fp16", Family::cast, Format::fp16},
-    {"int8", Family::int8, Format::int8},
-    {"fp8_e4m3fn", Family::fp8, Format::fp8_e4m3fn},
-    {"fp8_e5m2", Family::fp8, Format::fp8_e5m2},
-    {"fp8_e4m3fnuz", Family::fp8, Format::fp8_e4m3fnuz},
-    {"fp8_e5m2fnuz", Family::fp8, Format::fp8_e5m2fnuz},
-    {"mxfp8_e4m3fn", Family::mx, Format::fp8_e4m3fn},
-    {"mxfp8_e5m2", Family::mx, Format::fp8_e5m2},
-    {"mxfp6_e2m3fn", Family::mx, Format::fp6_e2m3fn},
-    {"mxfp6_e3m2fn", Family::mx, Format::fp6_e3m2fn},
-    {"mxfp4_e2m1fn", Family::mx, Format::fp4_e2m1fn},
-    {"mxint8", Family::mx, Format::int8},
-}};
-
-std::string heads_list() {
-  std::string s;
-  for (const auto& h : kHeads) s += (s.empty() ? "" : ", ") + std::string(h.name);
-  return s;
-}
-
-// Keys each family accepts, in canonical print order (granularity tokens come first).
-std::string_view family_keys(Family f) {
+Family family_of(Scheme::Family f, std::string_view head) {
   switch (f) {
-    case Family::cast: return "round, overflow";
-    case Family::int8:
-      return "per_tensor, per_block=N, per_warp=sm89|sm90, per_thread=sm89|sm90, per_token, per_channel, role, "
-             "scale, round, apply, smooth, prescale, rotate";
-    case Family::fp8:
-      return "per_tensor, per_block=N, per_warp=sm89|sm90, per_thread=sm89|sm90, per_token, per_channel, role, "
-             "scale, scale_max, round, overflow, apply, smooth, prescale, rotate";
-    case Family::mx: return "block, scale, round, overflow, smooth, prescale, rotate";
+    case Scheme::Family::cast: return Family::cast;
+    case Scheme::Family::int8: return Family::int8;
+    case Scheme::Family::fp8: return Family::fp8;
+    case Scheme::Family::mx: return Family::mx;
+    case Scheme::Family::identity: break;
   }
-  return "";
+  // Accepted by the grammar for recipes (an operand left as it is); a quantizer has nothing to
+  // produce for it: no codes, no scales.
+  throw Error("scheme '" + std::string(head) + "': f32 is the identity operand of a recipe, not a quantizer");
 }
 
-std::string shortest(float v) {
-  std::array<char, 32> buf{};
-  auto [p, ec] = std::to_chars(buf.data(), buf.data() + buf.size(), v);
-  return std::string(buf.data(), p);
-}
-
-bool takes_rows(Granularity g) { return g == Granularity::per_warp || g == Granularity::per_thread; }
-
-// The checks shared by parse_scheme and quantize (a hand-built struct gets the same scrutiny).
-void check(const QuantScheme& s, std::string_view text) {
-  auto bad = [&](const std::string& why) { throw Error("scheme '" + std::string(text) + "': " + why); };
-  bool head_ok = false;
-  for (const auto& h : kHeads) head_ok = head_ok || (h.family == s.family && h.element == s.element);
-  if (!head_ok) bad("element " + std::string(format_name(s.element)) + " does not belong to this family");
-  const QuantScheme d = default_scheme(scheme_head(s));
-  const bool grouped = s.family == Family::int8 || s.family == Family::fp8;
-  if (grouped) {
-    if (s.granularity == Granularity::per_block ? s.block < 1 : s.block != 0)
-      bad(s.granularity == Granularity::per_block ? "per_block needs a token count >= 1" : "block applies to per_block only");
-    if (!takes_rows(s.granularity) && (s.role != d.role || s.arch != d.arch))
-      bad("role and the Sage architecture apply to per_warp / per_thread only");
-    if (s.apply == ApplyOp::mul && s.scale != ScaleRule::ieee && s.scale != ScaleRule::rcp && s.scale != ScaleRule::floor)
-      bad("apply=mul needs scale=ieee, rcp or floor (it multiplies by fl(max / amax))");
-    if (!(std::isfinite(s.scale_max) && s.scale_max > 0)) bad("scale_max must be finite and > 0");
-    if (s.family == Family::int8 && (s.scale_max != 127.0f || s.elem_round != d.elem_round || s.overflow != d.overflow))
-      bad("int8 has a fixed maximum 127 and rounds by `round=rne|half`");
-    if (s.family == Family::fp8 && s.int_round != d.int_round) bad("fp8 rounds by `round=rne|away|smaller`");
-    if (s.e8m0 != d.e8m0) bad("E8M0 scale rules apply to the mx family only");
-  } else {
-    if (s.granularity != d.granularity || s.role != d.role || s.arch != d.arch || s.scale != d.scale ||
-        s.scale_max != d.scale_max || s.int_round != d.int_round || s.apply != d.apply)
-      bad("granularity, role, uniform scale rules, scale_max, int rounding and apply do not apply to " +
-          std::string(scheme_head(s)));
-    if (s.family == Family::mx && s.block < 1) bad("block must be >= 1");
-    if (s.family == Family::cast) {
-      if (s.block != 0 || s.e8m0 != d.e8m0) bad("a cast has no blocks or scales");
-      if (s.smooth != d.smooth || s.prescale != d.prescale || s.rotate != d.rotate)
-        bad("a cast has no smoothing, prescale or rotation");
-    }
+Scheme::Family core_family(Family f) {
+  switch (f) {
+    case Family::cast: return Scheme::Family::cast;
+    case Family::int8: return Scheme::Family::int8;
+    case Family::fp8: return Scheme::Family::fp8;
+    case Family::mx: return Scheme::Family::mx;
   }
-}
-
-std::int64_t parse_count(std::string_view v, std::string_view key, std::string_view text) {
-  std::int64_t n = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
-  if (v.empty() || ec != std::errc() || p != v.data() + v.size() || n < 1 || n > (std::int64_t{1} << 40))
-    throw Error("scheme '" + std::string(text) + "': " + std::string(key) + " needs a positive integer, got '" +
-                std::string(v) + "'");
-  return n;
+  return Scheme::Family::identity;
 }
 
 }  // namespace
 
-std::string_view granularity_name(Granularity g) { return name_of(Table<Granularity>(kGran), g); }
-std::string_view scale_rule_name(ScaleRule r) { return name_of(Table<ScaleRule>(kScale), r); }
-std::string_view e8m0_rule_name(E8M0Rule r) { return name_of(Table<E8M0Rule>(kE8m0), r); }
-E8M0Rule parse_e8m0_rule(std::string_view name) {
-  return lookup(Table<E8M0Rule>(kE8m0), name, "E8M0 scale rule", name);
-}
-
-QuantScheme default_scheme(std::string_view head) {
-  for (const auto& h : kHeads) {
-    if (h.name != head) continue;
-    QuantScheme s;
-    s.family = h.family;
-    s.element = h.element;
-    switch (h.family) {
-      case Family::cast: s.overflow = Overflow::ieee; break;
-      case Family::int8: break;
-      case Family::fp8:
-        s.apply = ApplyOp::mul;
-        s.scale_max = static_cast<float>(format_info(h.element).max_finite);
-        break;
-      case Family::mx: s.block = 32; break;
-    }
-    return s;
-  }
-  throw Error("unknown quantizer scheme '" + std::string(head) + "' (valid heads: " + heads_list() + ")");
-}
-
-std::string scheme_head(const QuantScheme& s) {
-  for (const auto& h : kHeads)
-    if (h.family == s.family && h.element == s.element) return std::string(h.name);
-  return "?";
-}
-
-void validate_scheme(const QuantScheme& s) { check(s, to_string(s)); }
-
-std::string to_string(const QuantScheme& s) {
-  const std::string head = scheme_head(s);
-  std::string out = head;
-  if (head == "?") return out;
-  const QuantScheme d = default_scheme(head);
-  auto add = [&](std::string_view k, std::string_view v) { out += ":" + std::string(k) + "=" + std::string(v); };
-  if (s.family == Family::int8 || s.family == Family::fp8) {
-    out += ":" + std::string(granularity_name(s.granularity));
-    if (s.granularity == Granularity::per_block) out += "=" + std::to_string(s.block);
-    if (takes_rows(s.granularity)) out += "=" + std::string(name_of(Table<SageArch>(kArch), s.arch));
-    if (s.role != d.role) add("role", name_of(Table<Role>(kRole), s.role));
-    if (s.scale != d.scale) add("scale", scale_rule_name(s.scale));
-    if (s.scale_max != d.scale_max) add("scale_max", shortest(s.scale_max));
-  }
-  if (s.family == Family::mx) {
-    if (s.block != d.block) add("block", std::to_string(s.block));
-    if (s.e8m0 != d.e8m0) add("scale", e8m0_rule_name(s.e8m0));
-  }
-  if (s.int_round != d.int_round) add("round", name_of(Table<IntRounding>(kIntRound), s.int_round));
-  if (s.elem_round != d.elem_round) add("round", name_of(Table<Rounding>(kElemRound), s.elem_round));
-  if (s.overflow != d.overflow) add("overflow", name_of(Table<Overflow>(kOverflow), s.overflow));
-  if (s.apply != d.apply) add("apply", name_of(Table<ApplyOp>(kApply), s.apply));
-  if (s.smooth != d.smooth) add("smooth", name_of(Table<Smoothing>(kSmooth), s.smooth));
-  if (s.prescale != d.prescale) add("prescale", name_of(Table<Prescale>(kPrescale), s.prescale));
-  if (s.rotate != d.rotate) add("rotate", name_of(Table<Rotation>(kRotate), s.rotate));
-  return out;
-}
-
-QuantScheme parse_scheme(std::string_view text) {
-  std::vector<std::string_view> items;
-  for (std::string_view rest = text;;) {
-    const auto colon = rest.find(':');
-    items.push_back(rest.substr(0, colon));
-    if (colon == std::string_view::npos) break;
-    rest.remove_prefix(colon + 1);
-  }
-  QuantScheme s = default_scheme(items[0]);
-  const std::string t(text);
-  const std::string head(items[0]);
-  auto bad = [&](const std::string& why) { throw Error("scheme '" + t + "': " + why); };
-  const bool grouped = s.family == Family::int8 || s.family == Family::fp8;
-  bool have_gran = false;
-  std::vector<std::string_view> seen;
-  for (std::size_t i = 1; i < items.size(); ++i) {
-    const std::string_view item = items[i];
-    const auto eq = item.find('=');
-    const std::string_view key = item.substr(0, eq);
-    const bool has_value = eq != std::string_view::npos;
-    const std::string_view val = has_value ? item.substr(eq + 1) : std::string_view{};
-    if (key.empty()) bad("empty item (valid keys for " + head + ": " + std::string(family_keys(s.family)) + ")");
-    for (const auto& k : seen)
-      if (k == key) bad("duplicate key '" + std::string(key) + "'");
-    seen.push_back(key);
-    auto need_value = [&] {
-      if (!has_value || val.empty()) bad("key '" + std::string(key) + "' needs a value");
-    };
-    bool is_gran = false;
-    for (const auto& [g, n] : kGran) {
-      if (n != key) continue;
-      is_gran = true;
-      if (!grouped) break;
-      if (have_gran) bad("two granularities ('" + std::string(granularity_name(s.granularity)) + "' and '" + std::string(n) + "')");
-      have_gran = true;
-      s.granularity = g;
-      if (g == Granularity::per_block) {
-        need_value();
-        s.block = parse_count(val, key, text);
-      } else if (takes_rows(g)) {
-        need_value();
-        s.arch = lookup(Table<SageArch>(kArch), val, std::string(n) + " architecture", text);
-      } else if (has_value) {
-        bad("'" + std::string(n) + "' takes no value");
-      }
-    }
-    if (is_gran && grouped) continue;
-    auto allowed = [&](bool ok) {
-      if (!ok)
-        bad("key '" + std::string(key) + "' does not apply to " + head + " (valid: " +
-            std::string(family_keys(s.family)) + ")");
-      need_value();
-    };
-    if (is_gran) {
-      allowed(false);
-    } else if (key == "role") {
-      allowed(grouped);
-      s.role = lookup(Table<Role>(kRole), val, "role", text);
-    } else if (key == "block") {
-      allowed(s.family == Family::mx);
-      s.block = parse_count(val, key, text);
-    } else if (key == "scale") {
-      allowed(s.family != Family::cast);
-      if (s.family == Family::mx) s.e8m0 = lookup(Table<E8M0Rule>(kE8m0), val, "E8M0 scale rule", text);
-      else s.scale = lookup(Table<ScaleRule>(kScale), val, "scale rule", text);
-    } else if (key == "scale_max") {
-      allowed(s.family == Family::fp8);
-      float v = 0;
-      auto [p, ec] = std::from_chars(val.data(), val.data() + val.size(), v);
-      if (ec != std::errc() || p != val.data() + val.size() || !(std::isfinite(v) && v > 0))
-        bad("scale_max needs a finite number > 0, got '" + std::string(val) + "'");
-      s.scale_max = v;
-    } else if (key == "round") {
-      allowed(true);
-      if (s.family == Family::int8) s.int_round = lookup(Table<IntRounding>(kIntRound), val, "int8 rounding", text);
-      else s.elem_round = lookup(Table<Rounding>(kElemRound), val, "rounding", text);
-    } else if (key == "overflow") {
-      allowed(s.family != Family::int8);
-      s.overflow = lookup(Table<Overflow>(kOverflow), val, "overflow", text);
-    } else if (key == "apply") {
-      allowed(grouped);
-      s.apply = lookup(Table<ApplyOp>(kApply), val, "apply", text);
-    } else if (key == "smooth") {
-      allowed(s.family != Family::cast);
-      s.smooth = lookup(Table<Smoothing>(kSmooth), val, "smoothing", text);
-    } else if (key == "prescale") {
-      allowed(s.family != Family::cast);
-      s.prescale = lookup(Table<Prescale>(kPrescale), val, "prescale", text);
-    } else if (key == "rotate") {
-      allowed(s.family != Family::cast);
-      s.rotate = lookup(Table<Rotation>(kRotate), val, "rotation", text);
-    } else {
-      bad("unknown key '" + std::string(key) + "' for " + head + " (valid: " + std::string(family_keys(s.family)) + ")");
-    }
-  }
-  if (grouped && !have_gran)
-    bad("missing granularity (one of per_tensor, per_block=N, per_warp=sm89|sm90, per_thread=sm89|sm90, per_token, per_channel)");
-  check(s, text);
+QuantScheme from_core(const Scheme& c) {
+  QuantScheme s;
+  s.family = family_of(c.family, scheme_head(c));
+  s.element = from_format_id(c.element);
+  s.granularity = c.granularity;
+  s.block = c.block;
+  s.arch = c.arch;
+  s.role = c.role;
+  s.scale = c.scale;
+  s.scale_max = c.scale_max;
+  s.e8m0 = c.e8m0;
+  s.int_round = c.int_round;
+  s.elem_round = c.elem_round;
+  s.overflow = c.overflow;
+  s.apply = c.apply;
+  s.smooth = c.smooth;
+  s.prescale = c.prescale;
+  s.rotate = c.rotate;
   return s;
 }
+
+Scheme to_core(const QuantScheme& s) {
+  Scheme c;
+  c.family = core_family(s.family);
+  c.element = to_format_id(s.element);
+  c.granularity = s.granularity;
+  c.block = s.block;
+  c.arch = s.arch;
+  c.role = s.role;
+  c.scale = s.scale;
+  c.scale_max = s.scale_max;
+  c.e8m0 = s.e8m0;
+  c.int_round = s.int_round;
+  c.elem_round = s.elem_round;
+  c.overflow = s.overflow;
+  c.apply = s.apply;
+  c.smooth = s.smooth;
+  c.prescale = s.prescale;
+  c.rotate = s.rotate;
+  return c;
+}
+
+std::string_view granularity_name(Granularity g) { return name(g); }
+std::string_view scale_rule_name(ScaleRule r) { return name(r); }
+std::string_view e8m0_rule_name(E8M0Rule r) { return name(r); }
+E8M0Rule parse_e8m0_rule(std::string_view n) { return attest::parse_e8m0_rule(n); }
+
+QuantScheme default_scheme(std::string_view head) { return from_core(attest::default_scheme(head)); }
+std::string scheme_head(const QuantScheme& s) { return attest::scheme_head(to_core(s)); }
+void validate_scheme(const QuantScheme& s) { attest::validate_scheme(to_core(s)); }
+std::string to_string(const QuantScheme& s) { return attest::to_string(to_core(s)); }
+QuantScheme parse_scheme(std::string_view text) { return from_core(attest::parse_scheme(text)); }
 
 }  // namespace attest::ref

@@ -135,6 +135,9 @@ TEST(SchemeString, ErrorsNameTheDefectAndTheValidChoices) {
   EXPECT_TRUE(has(m, "empty item")) << m;
   m = error_of("");
   EXPECT_TRUE(has(m, "unknown quantizer scheme ''")) << m;
+  // The shared grammar accepts the identity f32 (recipes need it); a quantizer refuses it.
+  m = error_of("f32");
+  EXPECT_TRUE(has(m, "scheme 'f32': f32 is the identity operand of a recipe, not a quantizer")) << m;
 }
 
 TEST(SchemeString, RandomTextEitherFailsCleanlyOrRoundTrips) {

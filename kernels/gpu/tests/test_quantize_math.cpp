@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "attest/core/format.hpp"
+#include "attest/core/status.hpp"
 #include "attest/kernels/gpu/quantize.hpp"
 #include "attest/kernels/gpu/quantize_math.hpp"
 #include "attest/reference/formats.hpp"
@@ -197,6 +199,51 @@ TEST(DeviceQuantizeMath, EncodeMatchesReferenceCodec) {
         EXPECT_EQ(bad, 0u) << ref::format_name(rf) << " " << ref::rounding_name(rt) << " " << ref::overflow_name(ro)
                            << ": first mismatch at " << first;
       }
+}
+
+}  // namespace
+}  // namespace attest::gpu
+
+namespace attest::gpu {
+namespace {
+
+// The device quantizers keep their own bit-level constants (fmt_info); they must describe the
+// rows of core's format table that device_fmt maps them onto.
+TEST(DeviceQuantizeMath, FormatConstantsAreTheFormatTable) {
+  int checked = 0;
+  for (FormatId id : all_format_ids()) {
+    if (id == FormatId::e8m0fnu || id == FormatId::f32) {
+      EXPECT_THROW((void)device_fmt(id), Error);
+      continue;
+    }
+    const FormatSpec& s = format_spec(id);
+    const qm::FmtInfo fi = qm::fmt_info(device_fmt(id));
+    SCOPED_TRACE(std::string(s.name));
+    EXPECT_EQ(static_cast<double>(qm::ffrom(fi.max_bits)), s.max_finite);
+    EXPECT_EQ(fi.sign, 1u << (s.bits - 1));
+    EXPECT_EQ(fi.fnuz, s.fnuz);
+    if (id == FormatId::int8) continue;  // an integer: no mantissa/bias/special values here
+    EXPECT_EQ(fi.man, s.man_bits);
+    EXPECT_EQ(fi.bias, s.bias);
+    EXPECT_EQ(fi.has_inf, s.has_inf);
+    EXPECT_EQ(fi.has_nan, s.has_nan);
+    EXPECT_EQ(fi.emax, s.emax_elem);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);
+}
+
+TEST(DeviceQuantizeMath, TheIdentityIsNotADeviceQuantizer) {
+  try {
+    (void)parse_device_scheme("f32");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "scheme 'f32': f32 is the identity operand of a recipe, not a quantizer");
+  }
+  // The shared grammar's strictness now holds on the device side too (the old device parser let
+  // these through).
+  EXPECT_THROW(parse_device_scheme("int8:per_block=64:role=k"), Error);
+  EXPECT_THROW(parse_device_scheme("int8:per_block=64:scale_max=100"), Error);
 }
 
 }  // namespace

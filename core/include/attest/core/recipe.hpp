@@ -9,13 +9,15 @@
 ///   q=int8:per_block=128:scale=ieee:round=half;k=int8:per_block=64:smooth=fp32;v=fp8_e4m3fn:per_channel;
 ///   p=fp8_e4m3fn;pscale=offset_8807;exp2=fa4;div=rcp_sm90;out=bf16
 /// docs/recipes.md defines every field by the arithmetic the emulator performs.
-/// Quantizer schemes (q, k, v) use the grammar of reference/quantize (docs/quantizer-schemes.md);
-/// core keeps them as text so that it depends on nothing.
+/// Quantizer schemes (q, k, v) use the grammar of core/scheme.hpp (docs/quantizer-schemes.md);
+/// the recipe keeps them as the text given (not canonicalised), and every engine parses it with parse_scheme.
 /// A named recipe (e.g. `sage_int8_fp8_perblock`) is a shorthand for one full string.
 #include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
+
+#include "attest/core/format.hpp"
 
 namespace attest {
 
@@ -40,6 +42,8 @@ enum class DivisionOp : std::uint8_t { ieee_div, ieee_rcp, rcp_sm90 };
 enum class VScaleAt : std::uint8_t { out, rcp };
 
 std::string_view name(ElemFormat);
+/// The row of the format table (format.hpp) an ElemFormat names.
+FormatId format_id(ElemFormat);
 std::string_view name(PScale);
 std::string_view name(Exp2Policy);
 std::string_view name(RescalePolicy);

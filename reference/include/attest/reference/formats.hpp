@@ -21,13 +21,30 @@
 #include <string_view>
 #include <vector>
 
+#include "attest/core/format.hpp"
+#include "attest/core/scheme.hpp"
+
 namespace attest::ref {
 
-/// Element formats. Names (format_name) are exactly the enumerator spellings.
+/// Element formats: the rows of core's format table (attest/core/format.hpp) that have codecs
+/// here, with FormatId's values, so that to_format_id is a cast. Names (format_name) are exactly
+/// the enumerator spellings.
 enum class Format : std::uint8_t {
-  bf16, fp16, fp8_e4m3fn, fp8_e5m2, fp8_e4m3fnuz, fp8_e5m2fnuz,
-  fp6_e2m3fn, fp6_e3m2fn, fp4_e2m1fn, e8m0fnu, int8
+  bf16 = static_cast<std::uint8_t>(FormatId::bf16),
+  fp16 = static_cast<std::uint8_t>(FormatId::fp16),
+  fp8_e4m3fn = static_cast<std::uint8_t>(FormatId::fp8_e4m3fn),
+  fp8_e5m2 = static_cast<std::uint8_t>(FormatId::fp8_e5m2),
+  fp8_e4m3fnuz = static_cast<std::uint8_t>(FormatId::fp8_e4m3fnuz),
+  fp8_e5m2fnuz = static_cast<std::uint8_t>(FormatId::fp8_e5m2fnuz),
+  fp6_e2m3fn = static_cast<std::uint8_t>(FormatId::fp6_e2m3fn),
+  fp6_e3m2fn = static_cast<std::uint8_t>(FormatId::fp6_e3m2fn),
+  fp4_e2m1fn = static_cast<std::uint8_t>(FormatId::fp4_e2m1fn),
+  e8m0fnu = static_cast<std::uint8_t>(FormatId::e8m0fnu),
+  int8 = static_cast<std::uint8_t>(FormatId::int8)
 };
+constexpr FormatId to_format_id(Format f) { return static_cast<FormatId>(f); }
+/// The codec format of a table row; throws attest::Error for f32 (no codec: it is float itself).
+Format from_format_id(FormatId f);
 
 /// How a value between two representable neighbours is rounded (all modes round to nearest;
 /// they differ only on exact ties).
@@ -37,7 +54,7 @@ enum class Format : std::uint8_t {
 /// For int8 "even" means an even integer; for e8m0fnu the tie is 1.5 * 2^e (between 2^e and
 /// 2^(e+1)) and `rne` rounds it up, like `away`: ml_dtypes' RNE keeps the implicit significand
 /// bit, which is 1 for every E8M0 value (equal to ml_dtypes 0.7.0 on all 2^32 floats; docs/formats.md).
-enum class Rounding : std::uint8_t { rne, away, smaller };
+using Rounding = Scheme::Rounding;  // { rne, away, smaller }
 
 /// What happens to values beyond the format's range, to Inf and to NaN.
 ///   ieee     = ml_dtypes / PyTorch eager casts:
@@ -58,18 +75,10 @@ enum class Rounding : std::uint8_t { rne, away, smaller };
 /// For formats without Inf/NaN (fp6, fp4, int8) all three modes agree except NaN: sat_cuda and
 /// sat_hip give +0 for fp6/fp4 NaN (ieee gives ml_dtypes' zero with the sign flipped:
 /// +NaN -> -0, -NaN -> +0). What the hardware does with an fp4/fp6 NaN is UNVERIFIED.
-enum class Overflow : std::uint8_t { ieee, sat_cuda, sat_hip };
+using Overflow = Scheme::Overflow;  // { ieee, sat_cuda, sat_hip }
 
-/// Static description of a format.
-struct FormatInfo {
-  std::string_view name;
-  int bits, exp_bits, man_bits, bias;
-  double max_finite;
-  double min_normal;
-  double min_subnormal;  ///< smallest positive value (== min_normal where there are no subnormals)
-  bool has_inf, has_nan, has_neg_zero;
-  int emax_elem;  ///< MX emax of the element format (e4m3 8, e5m2 15, e2m3 2, e3m2 4, e2m1 2); 0 n/a
-};
+/// Static description of a format: its row of core's format table.
+using FormatInfo = FormatSpec;
 
 const FormatInfo& format_info(Format f);
 /// Every format, in enum order.

@@ -5,7 +5,9 @@
 /// std::fma appears nowhere because none of the modelled quantizers fuses a multiply-add.
 ///
 /// A quantizer is described by a QuantScheme, which has a string form that round-trips
-/// (parse_scheme(to_string(s)) == s, only non-defaults printed), e.g.
+/// (parse_scheme(to_string(s)) == s, only non-defaults printed). The string is read by core's
+/// grammar (attest/core/scheme.hpp), shared with the kernels; the vocabulary enums below are its
+/// enums, and this header says what each value computes. E.g.
 ///   int8:per_block=128:round=half:prescale=sm_log2e        (Sage Triton Q)
 ///   int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=bf16
 ///   fp8_e4m3fn:per_channel                                 (Sage V: x * (448 / amax), satfinite)
@@ -21,12 +23,15 @@
 #include <string_view>
 
 #include "attest/core/recipe.hpp"
+#include "attest/core/scheme.hpp"
 #include "attest/core/tensor.hpp"
 #include "attest/reference/formats.hpp"
 
 namespace attest::ref {
 
-/// What kind of quantizer. The scheme string's first token names it together with the element:
+/// What kind of quantizer (core's Scheme::Family less `identity`: the head f32 quantizes nothing,
+/// and parse_scheme here refuses it). The scheme string's first token names it together with the
+/// element:
 ///   cast  bf16 | fp16                 plain cast, no scale (scales are all 1)
 ///   int8  int8                        symmetric INT8 with FP32 scales
 ///   fp8   fp8_e4m3fn | fp8_e5m2 | fp8_e4m3fnuz | fp8_e5m2fnuz   FP8 with FP32 scales
@@ -43,10 +48,10 @@ enum class Family : std::uint8_t { cast, int8, fp8, mx };
 ///                (4 groups)
 ///   per_token    one token of one slab
 ///   per_channel  one channel of one slab over all its tokens (Sage V)
-enum class Granularity : std::uint8_t { per_tensor, per_block, per_warp, per_thread, per_token, per_channel };
-enum class SageArch : std::uint8_t { sm89, sm90 };
+using Granularity = Scheme::Granularity;
+using SageArch = Scheme::SageArch;
 /// Operand role: decides the per_warp / per_thread geometry.
-enum class Role : std::uint8_t { q, k };
+using Role = Scheme::Role;
 
 /// FP32 scale s of a group with absolute maximum a, for a format maximum M (127 for int8,
 /// scale_max for fp8):
@@ -58,7 +63,7 @@ enum class Role : std::uint8_t { q, k };
 ///   none      s = 1                                  (values cast as they are)
 /// a = 0 gives s = 0 under ieee / rcp: the quotients 0/0 are NaN, which int8 turns into 0 and
 /// FP8 into its NaN code; the stored scale 0 then dequantizes a NaN code to NaN (Sage V, amax 0).
-enum class ScaleRule : std::uint8_t { ieee, rcp, eps, floor, ieee_one, none };
+using ScaleRule = Scheme::ScaleRule;
 
 /// E8M0 scale rules (FORMATS.md "E8M0 scale rules"). e, m: exponent and mantissa fields of the
 /// FP32 block amax; emax: MX emax of the element format; code = biased E8M0 exponent,
@@ -79,20 +84,18 @@ enum class ScaleRule : std::uint8_t { ieee, rcp, eps, floor, ieee_one, none };
 /// Elements: v = x * 2^(127 - code) (exact power of two; NaN for code 0xFF), then a saturating
 /// conversion with the scheme's rounding. MXINT8 elements are round(v * 64) clamped to
 /// [-127, 127], value code / 64.
-enum class E8M0Rule : std::uint8_t {
-  floor, ceil, rceil, aiter_hip_fp4, aiter_triton_v_fp4, aiter_triton_rne, aiter_hip_fp8, aiter_hip_fp6
-};
+using E8M0Rule = Scheme::E8M0Rule;
 
 /// FP32 -> int8 for the int8 family.
 ///   rne   cvt.rni.sat.s8.f32: round to nearest even, saturate to [-128, 127], NaN -> 0
 ///   half  Sage Triton: t = q + (q >= 0 ? 0.5f : -0.5f) in FP32, then `.to(tl.int8)`: truncate
 ///         toward zero to int32 (saturating, NaN -> 0), keep the low 8 bits (200.3 -> -56)
-enum class IntRounding : std::uint8_t { rne, half };
+using IntRounding = Scheme::IntRounding;
 /// How the scale is applied to an element x:
 ///   div   q = x / s (IEEE division by the stored scale)
 ///   mul   q = x * fl(M / a') with a' = a (ieee, rcp) or max(a, 1e-7f) (floor): the CUDA paths
 ///         (the device computes M / a' with an approximate division; modelled as IEEE)
-enum class ApplyOp : std::uint8_t { div, mul };
+using ApplyOp = Scheme::ApplyOp;
 /// K smoothing: k' = k - km per (slab, channel).
 ///   fp32  fl(k - km)                 (Sage CUDA)
 ///   bf16  bf16(fl(k - km))           (Sage Triton: torch subtracts two bf16 tensors, computing
@@ -101,15 +104,15 @@ enum class ApplyOp : std::uint8_t { div, mul };
 /// double in token order, divided by T in double, rounded to float (and to bf16 for smooth=bf16,
 /// as torch's mean of a bf16 tensor is bf16). A framework's own reduction order can differ in
 /// the last bit: pass its km to model it exactly.
-enum class Smoothing : std::uint8_t { none, fp32, bf16 };
+using Smoothing = Scheme::Smoothing;
 /// Q pre-scaling before the amax: x * f in FP32 with f = sage_prescale(sm_scale).
-enum class Prescale : std::uint8_t { none, sm_log2e };
+using Prescale = Scheme::Prescale;
 /// Rotation of each token's channels before everything except smoothing (hadamard.hpp):
 ///   h128       FWHT over 128 channels then x 0.08838834764831845f (AITER mha_v4)
 ///   h128_bf16  bf16((y * r) * mult), mult = sage_prescale(sm_scale) if prescale=sm_log2e else 1
 ///              (AITER MXFP6/MXFP4 Q/K; the prescale is consumed here, not applied again)
 ///   h32_bf16   x rounded to bf16, times bf16(H_32 / sqrt(32)) per 32-channel block
-enum class Rotation : std::uint8_t { none, h128, h128_bf16, h32_bf16 };
+using Rotation = Scheme::Rotation;
 
 struct QuantScheme {
   Family family = Family::int8;
@@ -131,6 +134,11 @@ struct QuantScheme {
 
   bool operator==(const QuantScheme&) const = default;
 };
+
+/// Conversions from and to core's parsed form; from_core throws attest::Error for the identity
+/// (f32) and for an element without a codec.
+QuantScheme from_core(const Scheme& s);
+Scheme to_core(const QuantScheme& s);
 
 /// The scheme with every field at its default for the scheme head `head` ("int8", "fp8_e4m3fn",
 /// "mxfp4_e2m1fn", "bf16", ...); granularity per_tensor for int8 / fp8. Throws attest::Error

@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 
+#include "attest/core/format.hpp"
 #include "attest/kernels/gpu/quantize_math.hpp"
 
 namespace attest::gpu {
@@ -26,9 +27,11 @@ struct DeviceScheme {
   qm::Scheme s;
 };
 
-/// Parses a scheme string; throws attest::Error naming the defect (unknown head, key or value,
-/// duplicate key, missing granularity, apply=mul with a rule other than ieee/rcp/floor).
+/// Parses a scheme string with core's parse_scheme and converts it; throws attest::Error naming
+/// the defect (as parse_scheme, and for f32, which the grammar accepts but has nothing to quantize).
 DeviceScheme parse_device_scheme(std::string_view text);
+/// The device quantizers' element format of a format-table row; attest::Error for e8m0fnu and f32.
+qm::Fmt device_fmt(FormatId f);
 
 struct QuantizeArgs {
   const float* x = nullptr;        ///< device input
