@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 
 #include "attest/conformance/report_tools.hpp"
+#include "attest/conformance/verdict.hpp"
 #include "attest/core/report/escape.hpp"
 #include "attest/core/report/svg.hpp"
-#include "attest/conformance/verdict.hpp"
 
 namespace attest::conformance::report {
 namespace {

@@ -35,7 +35,11 @@ TEST(Escape, XmlEntitiesNewlineAndControls) {
   EXPECT_EQ(escape_xml("&<>\"'"), "&amp;&lt;&gt;&quot;&apos;");
   EXPECT_EQ(escape_xml("a\nb"), "a&#10;b");
   EXPECT_EQ(escape_xml("a\tb"), "a\tb");
-  EXPECT_EQ(escape_xml(std::string("a\x01\x1f\x7f" "b", 5)), "a\x7f" "b");
+  EXPECT_EQ(escape_xml(std::string("a\x01\x1f\x7f"
+                                   "b",
+                                   5)),
+            "a\x7f"
+            "b");
   EXPECT_EQ(escape_xml(std::string("a\0b", 3)), "ab");
   EXPECT_EQ(escape_xml("\xc3\xa9"), "\xc3\xa9");
 }
@@ -72,7 +76,6 @@ TEST(Table, HtmlEscapesAndClasses) {
             "<tr><td><strong>s</strong></td><td></td></tr>\n"
             "</table>\n");
 }
-
 
 TEST(Svg, ExtentKeepsFiniteValues) {
   svg::Extent e;
@@ -144,9 +147,9 @@ TEST(Svg, PixelPositionsOfKnownPoints) {
   EXPECT_DOUBLE_EQ(c.x(0), 10);
   EXPECT_DOUBLE_EQ(c.x(1), 100);
   EXPECT_DOUBLE_EQ(c.x(2), 190);
-  EXPECT_DOUBLE_EQ(c.y(1), 10);     // top decade: top edge
-  EXPECT_DOUBLE_EQ(c.y(0.01), 90);  // bottom decade: bottom edge
-  EXPECT_DOUBLE_EQ(c.y(0.1), 50);   // one decade of two: half way
+  EXPECT_DOUBLE_EQ(c.y(1), 10);                                                      // top decade: top edge
+  EXPECT_DOUBLE_EQ(c.y(0.01), 90);                                                   // bottom decade: bottom edge
+  EXPECT_DOUBLE_EQ(c.y(0.1), 50);                                                    // one decade of two: half way
   EXPECT_DOUBLE_EQ(small_chart(svg::Style::css, svg::Coords::fixed1, 1).x(0), 100);  // one point: the middle
 }
 
@@ -154,17 +157,19 @@ TEST(Svg, DotsAndLinesAtThosePositions) {
   auto c = small_chart(svg::Style::css, svg::Coords::fixed1, 3);
   const std::string s = c.dots({0.1, NAN, 1e-9}, "#123456").finish();
   EXPECT_TRUE(has(s, "<circle cx=\"10.0\" cy=\"50.0\" r=\"2.5\" fill=\"#123456\"/>")) << s;
-  EXPECT_FALSE(has(s, "cx=\"100.0\"")) << s;                                               // NaN: no dot
-  EXPECT_TRUE(has(s, "<circle cx=\"190.0\" cy=\"90.0\"")) << s;                            // clamped to the bottom
+  EXPECT_FALSE(has(s, "cx=\"100.0\"")) << s;                     // NaN: no dot
+  EXPECT_TRUE(has(s, "<circle cx=\"190.0\" cy=\"90.0\"")) << s;  // clamped to the bottom
   auto l = small_chart(svg::Style::inline_attrs, svg::Coords::sig6, 3);
   const std::string p = l.line({0.1, INFINITY, 1}, "red", 1.5, true).finish();
-  EXPECT_TRUE(has(p, "<circle cx=\"100\" cy=\"10\" r=\"2.5\" fill=\"red\"/>")) << p;     // non-finite: top edge, marked
-  EXPECT_TRUE(has(p, "<polyline fill=\"none\" stroke=\"red\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\" points=\"10,50 100,10 190,10 \"/>"))
+  EXPECT_TRUE(has(p, "<circle cx=\"100\" cy=\"10\" r=\"2.5\" fill=\"red\"/>")) << p;  // non-finite: top edge, marked
+  EXPECT_TRUE(has(p,
+                  "<polyline fill=\"none\" stroke=\"red\" stroke-width=\"1.5\" stroke-dasharray=\"6 3\" points=\"10,50 "
+                  "100,10 190,10 \"/>"))
       << p;
 }
 
 TEST(Svg, CoordinatePrecision) {
-  auto c = small_chart(svg::Style::inline_attrs, svg::Coords::sig6, 4);  // x(1) = 10 + 180 / 3 = 70
+  auto c = small_chart(svg::Style::inline_attrs, svg::Coords::sig6, 4);    // x(1) = 10 + 180 / 3 = 70
   auto f = small_chart(svg::Style::inline_attrs, svg::Coords::fixed1, 7);  // x(1) = 10 + 180 / 6 = 40
   EXPECT_TRUE(has(c.line({1, 1}, "k", 1, false).finish(), "points=\"10,10 70,10 \""));
   svg::Extent e;
@@ -177,22 +182,41 @@ TEST(Svg, CoordinatePrecision) {
 
 TEST(Svg, StylesAndParts) {
   auto css = small_chart(svg::Style::css, svg::Coords::fixed1, 2);
-  const std::string s = css.open("a<b", 15).frame().y_ticks(true).reference(0.1, "ref").y_label("y", 12).x_label("x", 6).legend(1, "s&t", "#f00", {20, 34, 14}).finish();
-  EXPECT_EQ(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"100\" role=\"img\" aria-label=\"a&lt;b\">\n", 0), 0u) << s;
+  const std::string s = css.open("a<b", 15)
+                            .frame()
+                            .y_ticks(true)
+                            .reference(0.1, "ref")
+                            .y_label("y", 12)
+                            .x_label("x", 6)
+                            .legend(1, "s&t", "#f00", {20, 34, 14})
+                            .finish();
+  EXPECT_EQ(s.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"200\" height=\"100\" role=\"img\" "
+                    "aria-label=\"a&lt;b\">\n",
+                    0),
+            0u)
+      << s;
   EXPECT_TRUE(has(s, "<text x=\"10\" y=\"15\" class=\"t\">a&lt;b</text>\n"));
   EXPECT_TRUE(has(s, "<rect x=\"10\" y=\"10\" width=\"180\" height=\"80\" class=\"frame\"/>\n"));
-  EXPECT_TRUE(has(s, "<line x1=\"10\" x2=\"190\" y1=\"50.0\" y2=\"50.0\" class=\"grid\"/><text x=\"6\" y=\"54.0\" class=\"ax\" text-anchor=\"end\">1e-1</text>\n"));
-  EXPECT_TRUE(has(s, "<line x1=\"10\" x2=\"190\" y1=\"50.0\" y2=\"50.0\" class=\"ref\"/><text x=\"194\" y=\"54.0\" class=\"ax\">ref</text>\n"));
-  EXPECT_TRUE(has(s, "<text x=\"12\" y=\"50\" class=\"ax\" transform=\"rotate(-90 12 50)\" text-anchor=\"middle\">y</text>\n"));
+  EXPECT_TRUE(has(s,
+                  "<line x1=\"10\" x2=\"190\" y1=\"50.0\" y2=\"50.0\" class=\"grid\"/><text x=\"6\" y=\"54.0\" "
+                  "class=\"ax\" text-anchor=\"end\">1e-1</text>\n"));
+  EXPECT_TRUE(has(s,
+                  "<line x1=\"10\" x2=\"190\" y1=\"50.0\" y2=\"50.0\" class=\"ref\"/><text x=\"194\" y=\"54.0\" "
+                  "class=\"ax\">ref</text>\n"));
+  EXPECT_TRUE(
+      has(s, "<text x=\"12\" y=\"50\" class=\"ax\" transform=\"rotate(-90 12 50)\" text-anchor=\"middle\">y</text>\n"));
   EXPECT_TRUE(has(s, "<text x=\"100\" y=\"94\" class=\"ax\" text-anchor=\"middle\">x</text>\n"));
   // Entry 1: baseline 10 + 34 + 14 = 58, text 20 right of the plot area, a dot 8 left and 4 up.
-  EXPECT_TRUE(has(s, "<circle cx=\"202\" cy=\"54\" r=\"4\" fill=\"#f00\"/><text x=\"210\" y=\"58\" class=\"ax\">s&amp;t</text>\n"));
+  EXPECT_TRUE(has(
+      s, "<circle cx=\"202\" cy=\"54\" r=\"4\" fill=\"#f00\"/><text x=\"210\" y=\"58\" class=\"ax\">s&amp;t</text>\n"));
   EXPECT_EQ(s.substr(s.size() - 7), "</svg>\n");
 
   auto in = small_chart(svg::Style::inline_attrs, svg::Coords::fixed1, 2);
   const std::string t = in.open("T", 16).frame().y_ticks(false).legend(0, "n", "#0f0", {8, 14, 16}).finish();
   EXPECT_EQ(t.find('\n'), std::string::npos) << t;
-  EXPECT_TRUE(has(t, "font-family=\"sans-serif\" font-size=\"11\"><text x=\"10\" y=\"16\" font-size=\"13\" font-weight=\"bold\">T</text>"));
+  EXPECT_TRUE(has(t,
+                  "font-family=\"sans-serif\" font-size=\"11\"><text x=\"10\" y=\"16\" font-size=\"13\" "
+                  "font-weight=\"bold\">T</text>"));
   EXPECT_TRUE(has(t, "fill=\"none\" stroke=\"#888\"/>"));
   EXPECT_FALSE(has(t, "<line"));
   EXPECT_TRUE(has(t, "<text x=\"198\" y=\"24\" fill=\"#0f0\">n</text></svg>"));
@@ -206,18 +230,23 @@ TEST(Svg, IndexTicksThinOutPastTwenty) {
   auto many = small_chart(svg::Style::inline_attrs, svg::Coords::fixed1, 25);  // every ceil(25 / 10) = 3rd label
   const std::string b = many.x_ticks(1).finish();
   std::string labels;
-  for (std::size_t p = 0; (p = b.find("middle\">", p)) != std::string::npos; p += 8) labels += b.substr(p + 8, b.find('<', p) - p - 8) + ",";
+  for (std::size_t p = 0; (p = b.find("middle\">", p)) != std::string::npos; p += 8)
+    labels += b.substr(p + 8, b.find('<', p) - p - 8) + ",";
   EXPECT_EQ(labels, "3,6,9,12,15,18,21,24,");
 }
 
 TEST(Svg, BarChart) {
   // 760 wide, bars from x = 330 over 360 pixels; the longest finite value (2) spans them all.
-  const std::string s = svg::bar_chart(svg::Style::css, "t", {{"one", 1, false}, {std::string(60, 'x'), 2, true}, {"nan", NAN, false}}, "GB/s", 0);
+  const std::string s = svg::bar_chart(
+      svg::Style::css, "t", {{"one", 1, false}, {std::string(60, 'x'), 2, true}, {"nan", NAN, false}}, "GB/s", 0);
   EXPECT_TRUE(has(s, "width=\"760\" height=\"96\""));  // 24 + 3 * 16 + 24
-  EXPECT_TRUE(has(s, "<rect x=\"330\" y=\"26.0\" width=\"180.0\" height=\"12\" fill=\"#1f77b4\"/><text x=\"513.0\" y=\"36.0\" class=\"ax\">1</text>\n"));
+  EXPECT_TRUE(has(s,
+                  "<rect x=\"330\" y=\"26.0\" width=\"180.0\" height=\"12\" fill=\"#1f77b4\"/><text x=\"513.0\" "
+                  "y=\"36.0\" class=\"ax\">1</text>\n"));
   EXPECT_TRUE(has(s, "width=\"360.0\" height=\"12\" fill=\"#d62728\""));
   EXPECT_TRUE(has(s, ">" + std::string(49, 'x') + "...</text>"));
-  EXPECT_TRUE(has(s, "width=\"0.0\" height=\"12\" fill=\"#1f77b4\"/><text x=\"333.0\" y=\"68.0\" class=\"ax\">nan</text>"));
+  EXPECT_TRUE(
+      has(s, "width=\"0.0\" height=\"12\" fill=\"#1f77b4\"/><text x=\"333.0\" y=\"68.0\" class=\"ax\">nan</text>"));
   EXPECT_FALSE(has(s, "class=\"ref\""));
   EXPECT_TRUE(has(s, "<text x=\"330\" y=\"90\" class=\"ax\">GB/s</text>\n</svg>\n"));
   // ref 4 (beyond every bar) sets the scale: the line at the right end, the value-2 bar half way.

@@ -4,8 +4,7 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iterator>

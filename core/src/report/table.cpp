@@ -7,10 +7,14 @@ namespace {
 
 std::string markdown_cell(const Cell& c, const std::string& placeholder) {
   switch (c.kind) {
-    case Cell::Kind::text: return " " + c.text + " |";
-    case Cell::Kind::code: return " `" + c.text + "` |";
-    case Cell::Kind::strong: return " **" + c.text + "** |";
-    case Cell::Kind::absent: break;
+    case Cell::Kind::text:
+      return " " + c.text + " |";
+    case Cell::Kind::code:
+      return " `" + c.text + "` |";
+    case Cell::Kind::strong:
+      return " **" + c.text + "** |";
+    case Cell::Kind::absent:
+      break;
   }
   return placeholder.empty() ? " |" : " " + placeholder + " |";
 }
@@ -20,10 +24,17 @@ std::string html_cell(const char* tag, const Cell& c) {
   if (c.html_class) o += " class=\"" + escape_html(*c.html_class) + "\"";
   o += ">";
   switch (c.kind) {
-    case Cell::Kind::text: o += escape_html(c.text); break;
-    case Cell::Kind::code: o += "<code>" + escape_html(c.text) + "</code>"; break;
-    case Cell::Kind::strong: o += "<strong>" + escape_html(c.text) + "</strong>"; break;
-    case Cell::Kind::absent: break;
+    case Cell::Kind::text:
+      o += escape_html(c.text);
+      break;
+    case Cell::Kind::code:
+      o += "<code>" + escape_html(c.text) + "</code>";
+      break;
+    case Cell::Kind::strong:
+      o += "<strong>" + escape_html(c.text) + "</strong>";
+      break;
+    case Cell::Kind::absent:
+      break;
   }
   return o + "</" + tag + ">";
 }

@@ -140,6 +140,7 @@ struct Bar {
 /// before the bar (cut to 52 characters), the value ("{:.3g}") after it; lengths scale to the
 /// largest finite value (or `ref`); a non-finite value draws no bar. `ref` > 0 adds a dashed line
 /// at that value; `unit` goes under the bars.
-std::string bar_chart(Style style, std::string_view title, const std::vector<Bar>& bars, std::string_view unit, double ref);
+std::string bar_chart(Style style, std::string_view title, const std::vector<Bar>& bars, std::string_view unit,
+                      double ref);
 
 }  // namespace attest::report::svg
