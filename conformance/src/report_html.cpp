@@ -227,6 +227,7 @@ std::string gate_plots(const json& results) {
     std::map<std::string, double> counts;
     for (const auto* r : rs) counts[str(*r, "verdict")] += 1;
     std::vector<svg::Bar> bars;
+    bars.reserve(counts.size());
     for (const auto& [v, n] : counts) bars.push_back({v, n, v != "passed" && v != "unsupported"});
     o += svg::bar_chart(svg::Style::css, "check " + c + ": verdicts", bars, "cases", 0);
   }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "attest/core/report/escape.hpp"
 
@@ -180,7 +181,7 @@ Chart& Chart::line(const std::vector<double>& values, std::string_view colour, d
   for (std::size_t i = 0; i < values.size(); ++i) {
     const bool finite = std::isfinite(values[i]);
     const std::string cx = coord(coords_, x(i)), cy = coord(coords_, finite ? y(y_.clamp(values[i])) : m_.top);
-    points += cx + "," + cy + " ";
+    fmt::format_to(std::back_inserter(points), "{},{} ", cx, cy);
     if (!finite) out_ += fmt::format("<circle cx=\"{}\" cy=\"{}\" r=\"2.5\" fill=\"{}\"/>", cx, cy, colour);
   }
   out_ += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"{}\"{} points=\"{}\"/>{}", colour,

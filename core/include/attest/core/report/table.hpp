@@ -3,6 +3,7 @@
 /// summaries) or an HTML table.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace attest::report {
@@ -17,8 +18,9 @@ struct Cell {
   std::optional<std::string> html_class;  ///< `class="..."` on the HTML cell when set, even to ""
 
   Cell() : kind(Kind::absent) {}
-  Cell(std::string s) : text(std::move(s)) {}  // NOLINT(google-explicit-constructor): rows read as lists of strings
-  Cell(const char* s) : text(s) {}             // NOLINT(google-explicit-constructor)
+  // Implicit, so that a row reads as a list of strings: {"a", Cell::code("k"), fmt::format(...)}.
+  Cell(std::string s) : text(std::move(s)) {}
+  Cell(const char* s) : text(s) {}
   static Cell code(std::string s) { return Cell(std::move(s), Kind::code); }
   static Cell strong(std::string s) { return Cell(std::move(s), Kind::strong); }
   static Cell absent() { return Cell(); }
