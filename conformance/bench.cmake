@@ -29,7 +29,7 @@ ${_bench_body}  };
 
 attest_library(attest_bench
   SOURCES src/bench.cpp src/report_tools.cpp src/report_html.cpp ${_bench_shapes_cpp}
-  DEPS attest_conformance attest_kernel_registry attest_datasets attest_ref_quantize nlohmann_json::nlohmann_json fmt::fmt
+  DEPS attest_conformance attest_report attest_kernel_registry attest_datasets attest_ref_quantize nlohmann_json::nlohmann_json fmt::fmt
        OpenMP::OpenMP_CXX)
 target_include_directories(attest_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 if(TARGET attest_gpu)

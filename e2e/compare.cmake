@@ -3,7 +3,7 @@
 find_package(ZLIB REQUIRED)  # matroska_crcs_valid checks CRCs with zlib, independent of the writer's
 attest_library(attest_e2e_compare
   SOURCES compare/video_io.cpp compare/matroska.cpp compare/compare.cpp compare/report.cpp
-  DEPS attest_core attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX ZLIB::ZLIB)
+  DEPS attest_core attest_report attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX ZLIB::ZLIB)
 
 target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e.cpp
                               ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_metrics.cpp)

@@ -32,7 +32,7 @@ target_include_directories(attest_e2e_synth_io SYSTEM PUBLIC ${ATTEST_SYNTH_SNDF
 # The study: synthetic runs compared by attest_e2e_compare (e2e/compare, issue 6).
 attest_library(attest_e2e_study
   SOURCES src/study.cpp
-  DEPS attest_e2e_synth_io attest_e2e_compare nlohmann_json::nlohmann_json)
+  DEPS attest_e2e_synth_io attest_e2e_compare attest_report nlohmann_json::nlohmann_json)
 
 target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e_synth.cpp)
 target_link_libraries(attest PRIVATE attest_e2e_study nlohmann_json::nlohmann_json)
