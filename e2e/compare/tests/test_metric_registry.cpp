@@ -3,10 +3,7 @@
 // no other file touched. The clips are the flat grey frames of test_compare.cpp, whose errors
 // follow by hand: frame t of the reference is v_t = 60 + 20 t everywhere; a run adding d to frame
 // t has max |Y_test - Y_ref| = |d| there.
-#include <unistd.h>
-
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,6 +15,7 @@
 #include "attest/e2e/compare.hpp"
 #include "attest/e2e/video_io.hpp"
 #include "attest/metrics/media_registry.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace {
 
@@ -68,8 +66,7 @@ std::vector<cv::Mat> clip(const std::vector<int>& offsets) {
 }
 
 TEST(MediaRegistry, ExtraMetricReachesCompareVerdictAndReports) {
-  const fs::path dir = fs::temp_directory_path() / ("attest_metric_registry_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const attest::testing::TempDir dir("metric_registry");
   write_video(dir / "ref", clip({0, 0, 0, 0, 0, 0}));
   write_video(dir / "floor", clip({1, 1, 1, 1, 1, 1}));
   write_video(dir / "good", clip({1, -1, 1, -1, 1, -1}));
@@ -82,7 +79,6 @@ TEST(MediaRegistry, ExtraMetricReachesCompareVerdictAndReports) {
   o.threads = 2;
   EXPECT_EQ(o.margins.get("max_abs_err"), 1.0);  // the registration's margin row
   const CompareReport r = compare(in, o);
-  fs::remove_all(dir);
 
   // Computed per frame, summarised, judged (lower is better: 3 > floor's 1 + margin 1).
   const auto& bad = r.runs[3].metrics.at("max_abs_err");
