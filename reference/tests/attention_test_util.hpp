@@ -15,9 +15,11 @@
 
 namespace attest::ref::test {
 
+/// The problem of dimensions that tests compute (loops over sizes and masks); where they are fixed,
+/// the tests parse the string form instead (`b2h4k1s100t333d16v24:mask=causal_br:dtype=f64`).
 inline Problem make_problem(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t s, std::int64_t t,
                             std::int64_t d, std::int64_t dv, Mask mask = Mask::none,
-                            std::optional<double> scale = std::nullopt) {
+                            std::optional<double> scale = std::nullopt, DType dtype = DType::f64) {
   Problem p;
   p.batch = b;
   p.heads_q = h;
@@ -28,7 +30,7 @@ inline Problem make_problem(std::int64_t b, std::int64_t h, std::int64_t hk, std
   p.head_dim_v = dv;
   p.mask = mask;
   p.softmax_scale = scale;
-  p.dtype = DType::f64;
+  p.dtype = dtype;
   return p;
 }
 
