@@ -101,6 +101,15 @@ TEST(Synth, DeterministicBits) {
   EXPECT_NE(a.frames, run(c2, "cpu.tiled.bf16").frames);
 }
 
+// Per step, how far the K/V-reversed run of `kernel` (f32 recipe, tiny()) is from its natural run.
+std::vector<StepDivergence> reversal_divergence(const std::string& kernel) {
+  SynthConfig c = tiny();
+  const auto natural = run(c, kernel, "f32");
+  c.reverse_kv = true;
+  const auto reversed = run(c, kernel, "f32");
+  return latent_divergence(c, reversed.latents, natural.latents, natural.step_t);
+}
+
 // The floor pair: exact FP32 attention on natural and K/V-reversed tokens. Exact math is the
 // same, so the first velocity evaluation differs only through summation order; the bf16
 // activations turn sub-ulp differences into occasional flipped roundings, which then spread.
@@ -108,11 +117,7 @@ TEST(Synth, DeterministicBits) {
 // and stays small: every step's latent rel-L2 <= 2^-8 (one bf16 unit roundoff) x steps taken,
 // measured 5.0e-4 at step 1 and 3.9e-3 at step 6 of this size.
 TEST(Synth, FloorPairDiffersWithinBounds) {
-  SynthConfig c = tiny();
-  const auto ref = run(c, "cpu.tiled.f32", "f32");
-  c.reverse_kv = true;
-  const auto flo = run(c, "cpu.tiled.f32", "f32");
-  const auto div = latent_divergence(c, flo.latents, ref.latents, ref.step_t);
+  const auto div = reversal_divergence("cpu.tiled.f32");
   ASSERT_EQ(div.size(), 7u);
   EXPECT_EQ(div[0].mismatches, 0);  // the same initial noise
   EXPECT_GT(div[1].mismatches, 0) << "reversing K/V changed no bit: the floor pair is degenerate";
@@ -125,11 +130,7 @@ TEST(Synth, FloorPairDiffersWithinBounds) {
 // Reversing K/V of the FP64 kernel changes essentially no bit: its output is rounded once from
 // FP64, far below the float32 ulp. Documents why the study's default reference is FP32.
 TEST(Synth, Ref64ReversalIsNearlyBitExact) {
-  SynthConfig c = tiny();
-  const auto ref = run(c, "cpu.ref64", "f32");
-  c.reverse_kv = true;
-  const auto rev = run(c, "cpu.ref64", "f32");
-  const auto div = latent_divergence(c, rev.latents, ref.latents, ref.step_t);
+  const auto div = reversal_divergence("cpu.ref64");
   EXPECT_LE(div.back().rel_l2, 1e-6);
 }
 

@@ -34,32 +34,29 @@ inline Problem make_problem(std::int64_t b, std::int64_t h, std::int64_t hk, std
   return p;
 }
 
-/// Contiguous tensor of N(0, sd^2) values (rounded to the dtype).
-inline Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, double sd = 1.0) {
+/// Contiguous f64 or f32 tensor of draws of `dist` from std::mt19937_64(seed), in element order
+/// (each rounded to the dtype).
+template <class Dist>
+inline Tensor filled(const Shape& shape, std::uint64_t seed, DType dtype, Dist dist) {
   Tensor t(dtype, shape);
   std::mt19937_64 gen(seed);
-  std::normal_distribution<double> dist(0.0, sd);
   const auto n = t.numel();
   for (std::int64_t i = 0; i < n; ++i) {
-    const double x = dist(gen);
+    const auto x = dist(gen);
     if (dtype == DType::f64) t.data<double>()[i] = x;
     else t.data<float>()[i] = static_cast<float>(x);
   }
   return t;
 }
 
+/// Contiguous tensor of N(0, sd^2) values (rounded to the dtype).
+inline Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, double sd = 1.0) {
+  return filled(shape, seed, dtype, std::normal_distribution<double>(0.0, sd));
+}
+
 /// Contiguous tensor of uniform integers in [lo, hi].
 inline Tensor integers(const Shape& shape, std::uint64_t seed, int lo, int hi, DType dtype = DType::f64) {
-  Tensor t(dtype, shape);
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  const auto n = t.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const int x = dist(gen);
-    if (dtype == DType::f64) t.data<double>()[i] = x;
-    else t.data<float>()[i] = static_cast<float>(x);
-  }
-  return t;
+  return filled(shape, seed, dtype, std::uniform_int_distribution<int>(lo, hi));
 }
 
 /// Element of a rank-4 tensor (f32/f64) as double.

@@ -22,21 +22,15 @@
 #include "attest/e2e/video_io.hpp"
 #include "attest/testing/run_cli.hpp"
 #include "attest/testing/temp_dir.hpp"
+#include "grey_clips.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace attest::e2e;
+using namespace attest::e2e::test;  // grey_clips.hpp: clip, v_of, k_w, k_h
 
-constexpr int k_frames = 6, k_w = 48, k_h = 32;
-double v_of(int t) { return 60.0 + 20.0 * t; }
-
-std::vector<cv::Mat> clip(const std::vector<int>& offsets) {
-  std::vector<cv::Mat> f;
-  for (int t = 0; t < static_cast<int>(offsets.size()); ++t)
-    f.emplace_back(k_h, k_w, CV_8UC3, cv::Scalar::all(v_of(t) + offsets[static_cast<std::size_t>(t)]));
-  return f;
-}
+constexpr int k_frames = 6;
 
 double flat_ssim(double v, double d) {
   const double c1 = 6.5025;

@@ -1,8 +1,8 @@
 // "Adding a metric is one file": this file registers a metric that exists only in this test
 // binary and finds it in the comparison, the verdict, the Markdown, the JSON and the HTML, with
-// no other file touched. The clips are the flat grey frames of test_compare.cpp, whose errors
-// follow by hand: frame t of the reference is v_t = 60 + 20 t everywhere; a run adding d to frame
-// t has max |Y_test - Y_ref| = |d| there.
+// no other file touched. The clips are the flat grey frames of test_compare.cpp (grey_clips.hpp),
+// whose errors follow by hand: frame t of the reference is v_t = 60 + 20 t everywhere; a run
+// adding d to frame t has max |Y_test - Y_ref| = |d| there.
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -16,6 +16,7 @@
 #include "attest/e2e/video_io.hpp"
 #include "attest/metrics/media_registry.hpp"
 #include "attest/testing/temp_dir.hpp"
+#include "grey_clips.hpp"
 
 namespace {
 
@@ -58,12 +59,7 @@ m::MediaMetric make_max_abs_err() {
 }
 ATTEST_REGISTER_MEDIA_METRIC(make_max_abs_err());
 
-std::vector<cv::Mat> clip(const std::vector<int>& offsets) {
-  std::vector<cv::Mat> f;
-  for (int t = 0; t < static_cast<int>(offsets.size()); ++t)
-    f.emplace_back(32, 48, CV_8UC3, cv::Scalar::all(60 + 20 * t + offsets[static_cast<std::size_t>(t)]));
-  return f;
-}
+using attest::e2e::test::clip;
 
 TEST(MediaRegistry, ExtraMetricReachesCompareVerdictAndReports) {
   const attest::testing::TempDir dir("metric_registry");
