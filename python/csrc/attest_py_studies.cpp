@@ -1,7 +1,7 @@
 // Studies that need more than one call of a kernel per verdict, on top of the gate's Context:
 //
 // - merge: K/V split into N shards (N = 2, 4, 8 ...), the kernel called on each shard for
-//   (out, lse), the partials merged by LSE with kernels/dist's merge_partials (ring attention's
+//   (out, lse), the partials merged by LSE with conformance/dist's merge_partials (ring attention's
 //   arithmetic), compared with the kernel's single call. Budget: the same split and merge done
 //   by the recipe emulator; floor: the emulator's K/V-reversed run plus what one float32 ulp of
 //   the stored partial LSEs moves the merge. Judged by the split_kv row of the tolerance table.
@@ -28,7 +28,7 @@
 #include "attest/conformance/verdict.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/distributions.hpp"
-#include "attest/kernels/dist.hpp"
+#include "attest/conformance/dist.hpp"
 #include "attest/metrics/tensor_metrics.hpp"
 #include "attest/reference/attention.hpp"
 #include "attest/reference/emulate.hpp"
@@ -134,7 +134,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // ---- merge ----
 
-kernels::dist::Partial partial(const Tensor& out, const Tensor& lse) { return {to_f64(out), to_f64(lse)}; }
+conformance::dist::Partial partial(const Tensor& out, const Tensor& lse) { return {to_f64(out), to_f64(lse)}; }
 
 Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
   const Problem& p = ctx.problem();
@@ -143,9 +143,9 @@ Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
   if (p.ragged()) return {Verdict::unsupported, "merge conformance is checked on non-ragged problems", json::object()};
   if (p.seqlen_kv < shards) return {Verdict::unsupported, "fewer keys than shards", json::object()};
   if (auto st = ctx.support(); !st) return {Verdict::unsupported, st.reason(), json::object()};
-  const auto bounds = kernels::dist::even_split(p.seqlen_kv, shards);
+  const auto bounds = conformance::dist::even_split(p.seqlen_kv, shards);
   const auto& in = ctx.inputs();
-  std::vector<kernels::dist::Partial> kp, ep, sp;
+  std::vector<conformance::dist::Partial> kp, ep, sp;
   for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
     Problem ps = p;
     ps.seqlen_kv = bounds[i + 1] - bounds[i];
@@ -160,9 +160,9 @@ Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
     const auto e = ctx.emulate(ps, shard.q, shard.k, shard.v);
     ep.push_back(partial(e.out, e.lse));
   }
-  const auto km = kernels::dist::merge_partials(kp);
-  const auto em = kernels::dist::merge_partials(ep);
-  const auto sm = kernels::dist::merge_partials(sp);
+  const auto km = conformance::dist::merge_partials(kp);
+  const auto em = conformance::dist::merge_partials(ep);
+  const auto sm = conformance::dist::merge_partials(sp);
   const auto& full = ctx.baseline();
   const auto& emu = ctx.emu();
   const auto& rev = ctx.emu_rev();

@@ -133,8 +133,16 @@ class Check {
   [[nodiscard]] virtual Outcome run(Context& ctx) const = 0;
 };
 
-/// The registry, in a stable order.
+/// The registry, in a stable order: the built-in checks, then registered ones.
 std::span<const Check* const> all_checks();
+/// Adds a check defined outside conformance/src/checks (a test, a downstream tool) after the
+/// built-in ones; throws attest::Error on a name already registered. Call it during static
+/// initialisation (ATTEST_REGISTER_CHECK), before any all_checks() span is held.
+void register_check(std::unique_ptr<Check> check);
+/// Static registration helper; use ATTEST_REGISTER_CHECK.
+struct CheckRegistrar {
+  explicit CheckRegistrar(std::unique_ptr<Check> (*make)());
+};
 /// nullptr when absent.
 const Check* find_check(std::string_view name);
 /// Checks whose names match a glob or a comma-separated list of globs; throws attest::Error
@@ -146,3 +154,10 @@ std::vector<const Check*> match_checks(std::string_view globs);
 Result run_check(Context& ctx, const Check& check);
 
 }  // namespace attest::conformance
+
+#define ATTEST_CHECK_CAT2(a, b) a##b
+#define ATTEST_CHECK_CAT(a, b) ATTEST_CHECK_CAT2(a, b)
+/// ATTEST_REGISTER_CHECK([] -> std::unique_ptr<Check> { return std::make_unique<MyCheck>(); });
+/// In a source compiled into the executable (or an OBJECT library), so the linker keeps it.
+#define ATTEST_REGISTER_CHECK(make) \
+  static const ::attest::conformance::CheckRegistrar ATTEST_CHECK_CAT(attest_check_registrar_, __LINE__){make}
