@@ -42,18 +42,6 @@ using conformance::Outcome;
 using conformance::Result;
 using conformance::Verdict;
 
-// Tokens [lo, hi) of dimension 1 of a [B,S,H,D] f32 tensor, contiguous f32.
-Tensor rows(const Tensor& t, std::int64_t lo, std::int64_t hi) {
-  const auto v = t.view<float, 4>();
-  Tensor out(DType::f32, {v.shape[0], hi - lo, v.shape[2], v.shape[3]});
-  const auto o = out.view<float, 4>();
-  for (std::int64_t b = 0; b < v.shape[0]; ++b)
-    for (std::int64_t s = lo; s < hi; ++s)
-      for (std::int64_t h = 0; h < v.shape[2]; ++h)
-        for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, s - lo, h, d) = v(b, s, h, d);
-  return out;
-}
-
 // Concatenation along dimension 1 of [B,s_i,H,D] f32 tensors.
 Tensor concat_rows(const std::vector<Tensor>& parts) {
   std::int64_t total = 0;
@@ -151,7 +139,8 @@ Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
     ps.seqlen_kv = bounds[i + 1] - bounds[i];
     if (auto st = ctx.kernel().supports(ps, ctx.recipe()); !st)
       return {Verdict::unsupported, "shard problem refused: " + st.reason(), json::object()};
-    const datasets::Qkv shard{in.q, rows(in.k, bounds[i], bounds[i + 1]), rows(in.v, bounds[i], bounds[i + 1])};
+    const datasets::Qkv shard{in.q, conformance::token_slice(in.k, bounds[i], bounds[i + 1]),
+                              conformance::token_slice(in.v, bounds[i], bounds[i + 1])};
     const auto r = ctx.run(ps, shard);
     if (r.lse.empty()) return {Verdict::error, "kernel returned no LSE for a shard", json::object()};
     kp.push_back(partial(r.out, r.lse));
@@ -305,13 +294,13 @@ json op_ladder(const json& req, int& rc) {
         const std::int64_t s1 = std::min(L, s0 + block);
         Problem ps = p;
         ps.seqlen_q = s1 - s0;
-        const Tensor q = rows(in.q, s0, s1);
+        const Tensor q = conformance::token_slice(in.q, s0, s1);
         const auto ref = ref::attention(ps, q, in.k, in.v, ref::Precision::fp64);
         const auto emu = ref::emulate(ps, emu_recipe, q, in.k, in.v);
         ref::EmulateOptions ro;
         ro.reverse_kv = true;
         const auto rev = ref::emulate(ps, emu_recipe, q, in.k, in.v, ro);
-        kt.push_back(rows(out.out, s0, s1));
+        kt.push_back(conformance::token_slice(out.out, s0, s1));
         // The reference stays f64: compare() takes f32 or f64 on either side.
         rt.push_back(ref.out);
         et.push_back(emu.out);

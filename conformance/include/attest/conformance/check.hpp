@@ -61,6 +61,9 @@ KernelOutput make_outputs(const Problem& p, Layout layout, std::int64_t pad, std
                           std::int64_t slack, std::uint32_t fill, bool with_lse);
 /// Copies logical values (f32, rank <= 4, any strides) from src into dst (same shape).
 void copy_values(const Tensor& src, const Tensor& dst);
+/// Tokens [lo, hi) of dimension 1 of a [B,S,H,D] f32 tensor (any strides), as a contiguous f32
+/// tensor: the K/V shards of the split-KV check and of the Python merge study.
+Tensor token_slice(const Tensor& t, std::int64_t lo, std::int64_t hi);
 
 struct CheckOptions {
   int determinism_runs = 5;  ///< reruns compared bitwise with the baseline
