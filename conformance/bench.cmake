@@ -39,9 +39,6 @@ if(TARGET attest_gpu)
   target_compile_definitions(attest_bench PRIVATE ATTEST_BENCH_GPU=1)
 endif()
 
-target_sources(attest PRIVATE cli/cmd_bench.cpp cli/cmd_report.cpp)
-target_link_libraries(attest PRIVATE attest_bench)
-
 if(ATTEST_BUILD_TESTS)
   # Unit tests on hand-made reports (diff arithmetic, flags, merge order, malformed input).
   attest_test(bench_tests

@@ -2,7 +2,6 @@
 # Included from conformance/CMakeLists.txt after gate.cmake (attest_conformance exists).
 target_sources(attest_conformance PRIVATE src/capture.cpp)
 target_link_libraries(attest_conformance PUBLIC attest_ref_quantize attest_ref_formats)
-target_sources(attest PRIVATE cli/cmd_check.cpp)
 
 if(ATTEST_BUILD_TESTS)
   attest_test(capture_tests

@@ -1,5 +1,5 @@
-# The conformance engine (attest_conformance), the gate/run/list/qualify subcommands and their
-# tests. Included from conformance/CMakeLists.txt after the `attest` target exists.
+# The conformance engine (attest_conformance) and its tests (the gate/run/list/qualify commands:
+# cli/). Included from conformance/CMakeLists.txt.
 
 # --- data compiled into the binary: tolerances, profiles, case files ---
 file(GLOB _gate_profiles CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/profiles/*.json)
@@ -42,14 +42,6 @@ if(NOT ATTEST_GPU STREQUAL "none")
   target_link_libraries(attest_conformance PUBLIC attest_gpu)
 endif()
 
-# --- CLI: gate, qualify, run, list ---
-target_sources(attest PRIVATE cli/cmd_gate.cpp cli/cmd_run.cpp cli/cmd_list.cpp)
-target_link_libraries(attest PRIVATE attest_conformance attest_kernels)
-if(ATTEST_BUILD_TESTS AND TARGET attest_kernels_mutants)
-  # Test builds carry the mutants, so `attest gate --kernel 'mutant.*'` and repro lines work.
-  target_link_libraries(attest PRIVATE attest_kernels_mutants)
-endif()
-
 # --- tests ---
 if(ATTEST_BUILD_TESTS)
   # The abstract suite: TEST_P in an OBJECT library (kept whole by the linker), instantiated per
@@ -68,6 +60,12 @@ if(ATTEST_BUILD_TESTS)
     target_compile_definitions(conformance_tests PRIVATE
       ATTEST_GATE_GOLDEN="${CMAKE_CURRENT_SOURCE_DIR}/tests/golden")
   endif()
+
+  # Adding a check is one file: a check registered by the test binary alone (ATTEST_REGISTER_CHECK).
+  attest_test(conformance_check_extension
+    SOURCES tests/test_check_extension.cpp
+    DEPS attest_conformance attest_reference
+    LABELS unit)
 
   # Every registered cpu.* kernel x the smoke case set, through the abstract suite: one test
   # process per group (~190, ~25 s). Labelled slow so the ASan pass skips it: scripts/run runs

@@ -5,10 +5,6 @@ attest_library(attest_e2e_compare
   SOURCES compare/video_io.cpp compare/matroska.cpp compare/compare.cpp compare/report.cpp
   DEPS attest_core attest_report attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX ZLIB::ZLIB)
 
-target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e.cpp
-                              ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_metrics.cpp)
-target_link_libraries(attest PRIVATE attest_e2e_compare)
-
 attest_test(e2e_compare_tests
   SOURCES compare/tests/test_compare.cpp
   DEPS attest_e2e_compare

@@ -34,9 +34,6 @@ attest_library(attest_e2e_study
   SOURCES src/study.cpp
   DEPS attest_e2e_synth_io attest_e2e_compare attest_report nlohmann_json::nlohmann_json)
 
-target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e_synth.cpp)
-target_link_libraries(attest PRIVATE attest_e2e_study nlohmann_json::nlohmann_json)
-
 attest_test(e2e_synth_tests
   SOURCES tests/test_synth.cpp
   DEPS attest_e2e_study attest_kernels attest_kernels_mutants OpenMP::OpenMP_CXX

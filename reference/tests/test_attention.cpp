@@ -420,7 +420,7 @@ TEST(ReferenceAttention, LayoutsAndInputDtypeDoNotChangeBits) {
 
 // The same call gives the same bits on any thread and whatever the heap looked like: Eigen
 // vectorises from the first aligned address, so unaligned scratch used to move the scalar/FMA
-// split (tiny problems differed between threads; found by kernels/dist's tests).
+// split (tiny problems differed between threads; found by conformance/dist's tests).
 TEST(ReferenceAttention, BitwiseTheSameOnEveryThreadAndHeapLayout) {
   for (const auto& [S, T, D] : {std::array<std::int64_t, 3>{2, 3, 8}, {3, 5, 6}, {2, 2, 16}, {5, 9, 12}}) {
     const Problem p = make_problem(1, 2, 2, S, T, D, D, Mask::none);

@@ -21,7 +21,7 @@ std::string join(const std::vector<std::string>& v, const char* sep = ", ") {
 
 }  // namespace
 
-void add_list_command(CLI::App& app) {
+static void add_list_command(CLI::App& app) {
   struct Args {
     std::string what, set, profile = "cpu", kernel;
   };
@@ -72,5 +72,7 @@ void add_list_command(CLI::App& app) {
     }
   });
 }
+
+ATTEST_REGISTER_COMMAND(60, add_list_command);
 
 }  // namespace attest::cli

@@ -1,4 +1,4 @@
-// kernels/dist (the CPU stand-in for sequence-parallel attention) against the FP64 reference run
+// conformance/dist (the CPU stand-in for sequence-parallel attention) against the FP64 reference run
 // once on the whole problem, against closed forms of the LSE merge, and against itself under
 // perturbed thread timing. The attention of every piece is the FP64 reference (online algorithm),
 // so everything measured here is the split, the exchange and the merge.
@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "attest/datasets/distributions.hpp"
-#include "attest/kernels/dist.hpp"
+#include "attest/conformance/dist.hpp"
 #include "attest/reference/attention.hpp"
 
-namespace attest::kernels::dist {
+namespace attest::conformance::dist {
 namespace {
 
 using Bounds = std::vector<std::int64_t>;
@@ -352,4 +352,4 @@ TEST(DistRefuses, BadInputNamingTheDefect) {
 }
 
 }  // namespace
-}  // namespace attest::kernels::dist
+}  // namespace attest::conformance::dist

@@ -84,7 +84,7 @@ int run_html(const HtmlArgs& a) {
 
 }  // namespace
 
-void add_report_command(CLI::App& app) {
+static void add_report_command(CLI::App& app) {
   auto* r = app.add_subcommand("report", "Compare, merge and render gate and bench reports");
   r->require_subcommand(1);
 
@@ -116,5 +116,7 @@ void add_report_command(CLI::App& app) {
   hc->add_option("-o,--out", h->out, "Output HTML file")->required();
   hc->callback([h] { set_exit(run_html(*h)); });
 }
+
+ATTEST_REGISTER_COMMAND(100, add_report_command);
 
 }  // namespace attest::cli

@@ -163,14 +163,9 @@ void add_e2e_study_command(CLI::App& e2e) {
 
 }  // namespace
 
-void add_e2e_synth_commands(CLI::App& app) {
-  // The `e2e` parent is shared with `e2e compare` (cmd_e2e.cpp): whichever registers first creates it.
-  CLI::App* e2e = nullptr;
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* s) { return s->get_name() == "e2e"; })) e2e = sub;
-  if (e2e == nullptr) {
-    e2e = app.add_subcommand("e2e", "End-to-end video and audio: comparison against the floor pair, synthetic pipeline");
-    e2e->require_subcommand(1);
-  }
+static void add_e2e_synth_commands(CLI::App& app) {
+  // The `e2e` parent is shared with `e2e compare` (cmd_e2e.cpp).
+  CLI::App* e2e = e2e_app(app);
   auto a = std::make_shared<SynthArgs>();
   auto* c = e2e->add_subcommand("synth", "Run the synthetic video+audio diffusion pipeline with one kernel as its attention");
   c->add_option("--kernel", a->kernel, "Registered kernel (attest list kernels)")->required();
@@ -186,5 +181,7 @@ void add_e2e_synth_commands(CLI::App& app) {
   c->callback([a] { run_synth_command(*a); });
   add_e2e_study_command(*e2e);
 }
+
+ATTEST_REGISTER_COMMAND(110, add_e2e_synth_commands);
 
 }  // namespace attest::cli

@@ -53,13 +53,7 @@ void run_reference(const ReferenceOptions& o) {
 
   const Tensor q = load(o.q, layout, "q"), k = load(o.k, layout, "k"), v = load(o.v, layout, "v");
   Problem p;
-  p.batch = q.dim(0);
-  p.seqlen_q = q.dim(1);
-  p.heads_q = q.dim(2);
-  p.head_dim = q.dim(3);
-  p.seqlen_kv = k.dim(1);
-  p.heads_kv = k.dim(2);
-  p.head_dim_v = v.dim(3);
+  set_sizes_bshd(p, q.shape(), k.shape(), v.shape());
   p.mask = mask;
   p.layout = layout;
   p.softmax_scale = o.scale;
@@ -119,7 +113,7 @@ void run_reference(const ReferenceOptions& o) {
 
 }  // namespace
 
-void add_reference_command(CLI::App& app) {
+static void add_reference_command(CLI::App& app) {
   auto opts = std::make_shared<ReferenceOptions>();
   auto* cmd = app.add_subcommand(
       "reference",
@@ -146,5 +140,7 @@ void add_reference_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts] { run_reference(*opts); });
 }
+
+ATTEST_REGISTER_COMMAND(10, add_reference_command);
 
 }  // namespace attest::cli

@@ -62,7 +62,7 @@ int run(const BenchArgs& a) {
 
 }  // namespace
 
-void add_bench_command(CLI::App& app) {
+static void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   auto* c = app.add_subcommand("bench", "Time kernels on model shapes: median and spread, TFLOP/s (GB/s for quantizers); "
                                         "exit 1 when a case errors");
@@ -90,5 +90,7 @@ void add_bench_command(CLI::App& app) {
   c->add_flag("--quiet", a->quiet, "No progress lines");
   c->callback([a] { set_exit(run(*a)); });
 }
+
+ATTEST_REGISTER_COMMAND(90, add_bench_command);
 
 }  // namespace attest::cli

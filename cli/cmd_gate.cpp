@@ -149,7 +149,7 @@ int run(const GateArgs& a, const std::string& cases, const std::string& profile,
 
 }  // namespace
 
-void add_gate_command(CLI::App& app) {
+static void add_gate_command(CLI::App& app) {
   auto a = std::make_shared<GateArgs>();
   auto* c = app.add_subcommand("gate", "Run a profile's case set through every check; exit 0 all passed, 1 any failure");
   c->add_option("--profile", a->profile, "cpu, sm90, gfx942, gfx950, gfx1201 or a profile JSON file")->default_val("cpu");
@@ -167,5 +167,7 @@ void add_gate_command(CLI::App& app) {
   add_common(qc, *q);
   qc->callback([q] { set_exit(run(*q, q->cases, q->profile.empty() ? cf::detect_profile() : q->profile, true)); });
 }
+
+ATTEST_REGISTER_COMMAND(40, add_gate_command);
 
 }  // namespace attest::cli

@@ -52,7 +52,7 @@ void run_generate(const GenerateOptions& o) {
 
 }  // namespace
 
-void add_generate_command(CLI::App& app) {
+static void add_generate_command(CLI::App& app) {
   auto opts = std::make_shared<GenerateOptions>();
   std::string names;
   for (auto d : datasets::all_distributions()) names += (names.empty() ? "" : ", ") + std::string(datasets::distribution_name(d));
@@ -65,5 +65,7 @@ void add_generate_command(CLI::App& app) {
       ->capture_default_str();
   cmd->callback([opts] { run_generate(*opts); });
 }
+
+ATTEST_REGISTER_COMMAND(20, add_generate_command);
 
 }  // namespace attest::cli

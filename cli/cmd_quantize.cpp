@@ -86,7 +86,7 @@ void run_dequantize(const QuantizeOptions& o) {
 
 }  // namespace
 
-void add_quantize_commands(CLI::App& app) {
+static void add_quantize_commands(CLI::App& app) {
   const std::string scheme_help =
       "Quantizer scheme, e.g. int8:per_block=64:round=half, fp8_e4m3fn:per_channel, mxfp4_e2m1fn:scale=rceil "
       "(grammar: docs/quantizer-schemes.md)";
@@ -117,5 +117,7 @@ void add_quantize_commands(CLI::App& app) {
     cmd->callback([o] { run_dequantize(*o); });
   }
 }
+
+ATTEST_REGISTER_COMMAND(80, add_quantize_commands);
 
 }  // namespace attest::cli

@@ -9,7 +9,7 @@
 
 namespace attest::cli {
 
-void add_check_command(CLI::App& app) {
+static void add_check_command(CLI::App& app) {
   struct Args {
     std::string capture, recipe, layout, mask, json, markdown, tolerances;
     double scale = 0;
@@ -68,5 +68,7 @@ void add_check_command(CLI::App& app) {
     set_exit(errors.empty() ? code : 2);
   });
 }
+
+ATTEST_REGISTER_COMMAND(70, add_check_command);
 
 }  // namespace attest::cli

@@ -6,7 +6,7 @@
 // first would show up as a bitwise difference between runs (the tests perturb the timing). Each
 // rank touches only its own tensors and what it receives; messages are tensors made for the
 // message and never written afterwards, so handing over the handle is a copy in effect.
-#include "attest/kernels/dist.hpp"
+#include "attest/conformance/dist.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -19,7 +19,7 @@
 #include <thread>
 #include <tuple>
 
-namespace attest::kernels::dist {
+namespace attest::conformance::dist {
 namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
@@ -394,4 +394,4 @@ Partial ulysses_attention(const Problem& p, const Tensor& q, const Tensor& k, co
   return r;
 }
 
-}  // namespace attest::kernels::dist
+}  // namespace attest::conformance::dist

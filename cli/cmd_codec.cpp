@@ -85,7 +85,7 @@ void run_codec(const CodecOptions& o) {
 
 }  // namespace
 
-void add_codec_command(CLI::App& app) {
+static void add_codec_command(CLI::App& app) {
   auto opts = std::make_shared<CodecOptions>();
   std::string names;
   for (auto f : ref::all_formats()) names += (names.empty() ? "" : ", ") + std::string(ref::format_name(f));
@@ -100,5 +100,7 @@ void add_codec_command(CLI::App& app) {
   e->excludes(d);
   cmd->callback([opts] { run_codec(*opts); });
 }
+
+ATTEST_REGISTER_COMMAND(30, add_codec_command);
 
 }  // namespace attest::cli

@@ -10,7 +10,7 @@
 
 namespace attest::cli {
 
-void add_run_command(CLI::App& app) {
+static void add_run_command(CLI::App& app) {
   struct Args {
     std::vector<std::string> descriptor;
     std::string check, json, tolerances;
@@ -54,5 +54,7 @@ void add_run_command(CLI::App& app) {
     set_exit(code);
   });
 }
+
+ATTEST_REGISTER_COMMAND(50, add_run_command);
 
 }  // namespace attest::cli

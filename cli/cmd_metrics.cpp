@@ -197,7 +197,7 @@ void run_audio(const AudioArgs& a) {
 
 }  // namespace
 
-void add_metrics_commands(CLI::App& app) {
+static void add_metrics_commands(CLI::App& app) {
   auto* m = app.add_subcommand("metrics", "Media metrics of one pair: images (PSNR, SSIM, statistics) or audio (SNR, SI-SDR, cosine)");
   m->require_subcommand(1);
   auto ia = std::make_shared<ImageArgs>();
@@ -218,5 +218,7 @@ void add_metrics_commands(CLI::App& app) {
   aud->add_option("--json", aa->json, "Also write the figures as JSON here");
   aud->callback([aa] { run_audio(*aa); });
 }
+
+ATTEST_REGISTER_COMMAND(130, add_metrics_commands);
 
 }  // namespace attest::cli

@@ -24,7 +24,7 @@
 #include "attest/core/problem.hpp"
 #include "attest/core/tensor.hpp"
 
-namespace attest::kernels::dist {
+namespace attest::conformance::dist {
 
 /// An attention result: out [B,S,H,Dv] and lse [B,H,S], both f64. A row that sees no key has
 /// out = 0 and lse = -inf (the reference's convention).
@@ -74,4 +74,4 @@ Partial ulysses_attention(const Problem& p, const Tensor& q, const Tensor& k, co
                           std::span<const std::int64_t> q_bounds, std::span<const std::int64_t> kv_bounds,
                           const AttentionFn& attention);
 
-}  // namespace attest::kernels::dist
+}  // namespace attest::conformance::dist

@@ -1,6 +1,6 @@
 // `attest e2e compare`: reference, floor and labelled test runs (video and/or audio) compared
 // with the media metrics; floor verdicts; Markdown / JSON / strip / HTML (e2e/compare.hpp).
-// Also owns the `e2e` parent subcommand (e2e_app) that `e2e synth` and `e2e study` join.
+// It joins the `e2e` parent subcommand (e2e_app, main.cpp) with `e2e synth` and `e2e study`.
 #include <algorithm>
 #include <cstdio>
 #include <map>
@@ -15,13 +15,6 @@
 #include "commands.hpp"
 
 namespace attest::cli {
-
-CLI::App* e2e_app(CLI::App& app) {
-  for (CLI::App* sub : app.get_subcommands([](CLI::App* s) { return s->get_name() == "e2e"; })) return sub;
-  CLI::App* e2e = app.add_subcommand("e2e", "End-to-end video and audio: comparison against the floor pair, synthetic pipeline");
-  e2e->require_subcommand(1);
-  return e2e;
-}
 
 namespace {
 
@@ -89,7 +82,7 @@ void run_compare(const CompareArgs& a) {
 
 }  // namespace
 
-void add_e2e_compare_command(CLI::App& app) {
+static void add_e2e_compare_command(CLI::App& app) {
   auto a = std::make_shared<CompareArgs>();
   auto* c = e2e_app(app)->add_subcommand(
       "compare", "Compare test runs (video and/or audio) against a reference and judge them against the floor run.\n"
@@ -128,5 +121,7 @@ void add_e2e_compare_command(CLI::App& app) {
   c->add_flag("--quiet", a->quiet, "Do not print the Markdown tables");
   c->callback([a] { run_compare(*a); });
 }
+
+ATTEST_REGISTER_COMMAND(120, add_e2e_compare_command);
 
 }  // namespace attest::cli
