@@ -51,10 +51,7 @@ if(ATTEST_BUILD_TESTS)
     attest_test(bench_cli
       SOURCES tests/test_bench_cli.cpp
       DEPS attest_bench
-      LABELS unit)
-    if(TARGET bench_cli)
-      add_dependencies(bench_cli attest)
-      target_compile_definitions(bench_cli PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
-    endif()
+      LABELS unit
+      RUNS_CLI)
   endif()
 endif()

@@ -96,10 +96,7 @@ if(ATTEST_BUILD_TESTS)
     attest_test(conformance_cli
       SOURCES tests/test_cli.cpp
       DEPS attest_conformance
-      LABELS unit)
-    if(TARGET conformance_cli)
-      add_dependencies(conformance_cli attest)
-      target_compile_definitions(conformance_cli PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
-    endif()
+      LABELS unit
+      RUNS_CLI)
   endif()
 endif()

@@ -8,12 +8,9 @@ attest_library(attest_e2e_compare
 attest_test(e2e_compare_tests
   SOURCES compare/tests/test_compare.cpp
   DEPS attest_e2e_compare
-  LABELS unit)
-if(TARGET e2e_compare_tests)
-  target_compile_definitions(e2e_compare_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>"
-    ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data")
-  add_dependencies(e2e_compare_tests attest)
-endif()
+  DEFINES ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data"
+  LABELS unit
+  RUNS_CLI)
 
 # scripts/bench-media's measuring program (not a test).
 if(ATTEST_BUILD_BENCHMARKS)

@@ -37,8 +37,5 @@ attest_library(attest_e2e_study
 attest_test(e2e_synth_tests
   SOURCES tests/test_synth.cpp
   DEPS attest_e2e_study attest_kernels attest_kernels_mutants OpenMP::OpenMP_CXX
-  LABELS e2e unit)
-if(TARGET e2e_synth_tests)
-  target_compile_definitions(e2e_synth_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
-  add_dependencies(e2e_synth_tests attest)
-endif()
+  LABELS e2e unit
+  RUNS_CLI)
