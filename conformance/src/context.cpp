@@ -1,4 +1,5 @@
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "attest/conformance/check.hpp"
@@ -86,6 +87,14 @@ Tensor token_slice(const Tensor& t, std::int64_t lo, std::int64_t hi) {
       for (std::int64_t h = 0; h < v.shape[2]; ++h)
         for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, s - lo, h, d) = v(b, s, h, d);
   return out;
+}
+
+Tensor bump_ulp(const Tensor& lse, float toward) {
+  Tensor t = lse.contiguous();
+  float* p = t.data<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i)
+    if (std::isfinite(p[i])) p[i] = std::nextafter(p[i], toward);
+  return t;
 }
 
 void copy_values(const Tensor& src, const Tensor& dst) {

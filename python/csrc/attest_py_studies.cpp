@@ -70,14 +70,6 @@ Tensor to_f64(const Tensor& t) {
   return out;
 }
 
-Tensor bump_ulp(const Tensor& lse, float toward) {
-  Tensor t = lse.contiguous();
-  float* p = t.data<float>();
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    if (std::isfinite(p[i])) p[i] = std::nextafter(p[i], toward);
-  return t;
-}
-
 conformance::MetricSet plus(conformance::MetricSet a, const conformance::MetricSet& b) {
   for (auto& [k, v] : a)
     if (auto it = b.find(k); it != b.end()) v += it->second;
@@ -145,7 +137,7 @@ Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
     if (r.lse.empty()) return {Verdict::error, "kernel returned no LSE for a shard", json::object()};
     kp.push_back(partial(r.out, r.lse));
     // One ulp of each stored LSE, alternately up and down: what the merge weights alone move.
-    sp.push_back(partial(r.out, bump_ulp(r.lse, i % 2 == 0 ? INFINITY : -INFINITY)));
+    sp.push_back(partial(r.out, conformance::bump_ulp(r.lse, i % 2 == 0 ? INFINITY : -INFINITY)));
     const auto e = ctx.emulate(ps, shard.q, shard.k, shard.v);
     ep.push_back(partial(e.out, e.lse));
   }

@@ -47,14 +47,6 @@ Merged merge(const Tensor& out1, const Tensor& lse1, const Tensor& out2, const T
   return m;
 }
 
-Tensor bump_ulp(const Tensor& lse, float toward) {
-  Tensor t = lse.contiguous();
-  float* p = t.data<float>();
-  for (std::int64_t i = 0; i < t.numel(); ++i)
-    if (std::isfinite(p[i])) p[i] = std::nextafter(p[i], toward);
-  return t;
-}
-
 MetricSet plus(MetricSet a, const MetricSet& b) {
   for (auto& [k, v] : a)
     if (auto it = b.find(k); it != b.end()) v += it->second;

@@ -64,6 +64,9 @@ void copy_values(const Tensor& src, const Tensor& dst);
 /// Tokens [lo, hi) of dimension 1 of a [B,S,H,D] f32 tensor (any strides), as a contiguous f32
 /// tensor: the K/V shards of the split-KV check and of the Python merge study.
 Tensor token_slice(const Tensor& t, std::int64_t lo, std::int64_t hi);
+/// A contiguous copy of a float32 LSE with every finite element moved one ulp toward `toward`:
+/// what one float32 ulp of stored partial LSEs moves an LSE merge (the split-KV floor).
+Tensor bump_ulp(const Tensor& lse, float toward);
 
 struct CheckOptions {
   int determinism_runs = 5;  ///< reruns compared bitwise with the baseline
