@@ -27,13 +27,15 @@ function(attest_library name)
   attest_target_defaults(${name})
 endfunction()
 
-# attest_test(NAME SOURCES ... DEPS ... LABELS ...): a GoogleTest program whose tests are
-# discovered at test time (PRE_TEST), so a host without a GPU still builds everything.
+# attest_test(NAME SOURCES ... DEPS ... LABELS ... [DEFINES ...] [RUNS_CLI]): a GoogleTest program
+# whose tests are discovered at test time (PRE_TEST), so a host without a GPU still builds
+# everything. RUNS_CLI: the tests run the `attest` CLI (core/testing run_cli.hpp), which is built
+# first and whose path they get as ATTEST_CLI.
 function(attest_test name)
   if(NOT ATTEST_BUILD_TESTS)
     return()
   endif()
-  cmake_parse_arguments(A "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(A "RUNS_CLI" "TIMEOUT" "SOURCES;DEPS;LABELS;DEFINES" ${ARGN})
   if("slow" IN_LIST A_LABELS AND NOT ATTEST_BUILD_SLOW_TESTS)
     return()  # the asan preset runs no slow test, so it does not build them either
   endif()
@@ -44,6 +46,13 @@ function(attest_test name)
   target_link_libraries(${name} PRIVATE ${A_DEPS} GTest::gtest GTest::gtest_main)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/core/testing)  # attest/testing/*.hpp
   attest_target_defaults(${name})
+  if(A_DEFINES)
+    target_compile_definitions(${name} PRIVATE ${A_DEFINES})
+  endif()
+  if(A_RUNS_CLI)
+    add_dependencies(${name} attest)
+    target_compile_definitions(${name} PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_MODE PRE_TEST
     PROPERTIES LABELS "${A_LABELS}" TIMEOUT ${A_TIMEOUT})

@@ -29,7 +29,7 @@ ${_bench_body}  };
 
 attest_library(attest_bench
   SOURCES src/bench.cpp src/report_tools.cpp src/report_html.cpp ${_bench_shapes_cpp}
-  DEPS attest_conformance attest_kernel_registry attest_datasets attest_ref_quantize nlohmann_json::nlohmann_json fmt::fmt
+  DEPS attest_conformance attest_report attest_kernel_registry attest_datasets attest_ref_quantize nlohmann_json::nlohmann_json fmt::fmt
        OpenMP::OpenMP_CXX)
 target_include_directories(attest_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 if(TARGET attest_gpu)
@@ -37,9 +37,6 @@ if(TARGET attest_gpu)
   target_link_libraries(attest_bench PUBLIC attest_gpu)
   target_compile_definitions(attest_bench PRIVATE ATTEST_BENCH_GPU=1)
 endif()
-
-target_sources(attest PRIVATE cli/cmd_bench.cpp cli/cmd_report.cpp)
-target_link_libraries(attest PRIVATE attest_bench)
 
 if(ATTEST_BUILD_TESTS)
   # Unit tests on hand-made reports (diff arithmetic, flags, merge order, malformed input).
@@ -53,10 +50,7 @@ if(ATTEST_BUILD_TESTS)
     attest_test(bench_cli
       SOURCES tests/test_bench_cli.cpp
       DEPS attest_bench
-      LABELS unit)
-    if(TARGET bench_cli)
-      add_dependencies(bench_cli attest)
-      target_compile_definitions(bench_cli PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
-    endif()
+      LABELS unit
+      RUNS_CLI)
   endif()
 endif()

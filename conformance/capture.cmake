@@ -2,16 +2,12 @@
 # Included from conformance/CMakeLists.txt after gate.cmake (attest_conformance exists).
 target_sources(attest_conformance PRIVATE src/capture.cpp)
 target_link_libraries(attest_conformance PUBLIC attest_ref_quantize attest_ref_formats)
-target_sources(attest PRIVATE cli/cmd_check.cpp)
 
 if(ATTEST_BUILD_TESTS)
   attest_test(capture_tests
     SOURCES tests/test_capture.cpp
     DEPS attest_conformance attest_kernels
-    LABELS unit)
-  if(TARGET capture_tests)
-    add_dependencies(capture_tests attest)
-    target_compile_definitions(capture_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>"
-      ATTEST_PY_CAPTURE="${PROJECT_SOURCE_DIR}/scripts/python/attest_capture.py")
-  endif()
+    DEFINES ATTEST_PY_CAPTURE="${PROJECT_SOURCE_DIR}/scripts/python/attest_capture.py"
+    LABELS unit
+    RUNS_CLI)
 endif()

@@ -1,5 +1,5 @@
-# The conformance engine (attest_conformance), the gate/run/list/qualify subcommands and their
-# tests. Included from conformance/CMakeLists.txt after the `attest` target exists.
+# The conformance engine (attest_conformance) and its tests (the gate/run/list/qualify commands:
+# cli/). Included from conformance/CMakeLists.txt.
 
 # --- data compiled into the binary: tolerances, profiles, case files ---
 file(GLOB _gate_profiles CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/profiles/*.json)
@@ -32,7 +32,7 @@ file(GLOB _gate_checks CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/checks/
 attest_library(attest_conformance
   SOURCES src/case.cpp src/verdict.cpp src/tolerance.cpp src/context.cpp src/suite.cpp src/gate.cpp
           src/check_registry.cpp ${_gate_checks} ${_gate_embedded} ${_gate_stamp}
-  DEPS attest_core attest_metrics attest_reference attest_datasets attest_kernel_registry
+  DEPS attest_core attest_report attest_metrics attest_reference attest_datasets attest_kernel_registry
        nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX)
 target_include_directories(attest_conformance PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 add_dependencies(attest_conformance attest_build_stamp)
@@ -40,14 +40,6 @@ if(NOT ATTEST_GPU STREQUAL "none")
   target_compile_definitions(attest_conformance PRIVATE ATTEST_GPU_BACKEND="${ATTEST_GPU}")
   # Device checks (graph capture/replay, device poison/canary/churn) use the GPU host API (gpuq).
   target_link_libraries(attest_conformance PUBLIC attest_gpu)
-endif()
-
-# --- CLI: gate, qualify, run, list ---
-target_sources(attest PRIVATE cli/cmd_gate.cpp cli/cmd_run.cpp cli/cmd_list.cpp)
-target_link_libraries(attest PRIVATE attest_conformance attest_kernels)
-if(ATTEST_BUILD_TESTS AND TARGET attest_kernels_mutants)
-  # Test builds carry the mutants, so `attest gate --kernel 'mutant.*'` and repro lines work.
-  target_link_libraries(attest PRIVATE attest_kernels_mutants)
 endif()
 
 # --- tests ---
@@ -68,6 +60,12 @@ if(ATTEST_BUILD_TESTS)
     target_compile_definitions(conformance_tests PRIVATE
       ATTEST_GATE_GOLDEN="${CMAKE_CURRENT_SOURCE_DIR}/tests/golden")
   endif()
+
+  # Adding a check is one file: a check registered by the test binary alone (ATTEST_REGISTER_CHECK).
+  attest_test(conformance_check_extension
+    SOURCES tests/test_check_extension.cpp
+    DEPS attest_conformance attest_reference
+    LABELS unit)
 
   # Every registered cpu.* kernel x the smoke case set, through the abstract suite: one test
   # process per group (~190, ~25 s). Labelled slow so the ASan pass skips it: scripts/run runs
@@ -98,10 +96,7 @@ if(ATTEST_BUILD_TESTS)
     attest_test(conformance_cli
       SOURCES tests/test_cli.cpp
       DEPS attest_conformance
-      LABELS unit)
-    if(TARGET conformance_cli)
-      add_dependencies(conformance_cli attest)
-      target_compile_definitions(conformance_cli PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
-    endif()
+      LABELS unit
+      RUNS_CLI)
   endif()
 endif()

@@ -3,21 +3,14 @@
 find_package(ZLIB REQUIRED)  # matroska_crcs_valid checks CRCs with zlib, independent of the writer's
 attest_library(attest_e2e_compare
   SOURCES compare/video_io.cpp compare/matroska.cpp compare/compare.cpp compare/report.cpp
-  DEPS attest_core attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX ZLIB::ZLIB)
-
-target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e.cpp
-                              ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_metrics.cpp)
-target_link_libraries(attest PRIVATE attest_e2e_compare)
+  DEPS attest_core attest_report attest_media attest_opencv nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX ZLIB::ZLIB)
 
 attest_test(e2e_compare_tests
   SOURCES compare/tests/test_compare.cpp
   DEPS attest_e2e_compare
-  LABELS unit)
-if(TARGET e2e_compare_tests)
-  target_compile_definitions(e2e_compare_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>"
-    ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data")
-  add_dependencies(e2e_compare_tests attest)
-endif()
+  DEFINES ATTEST_MEDIA_TEST_DATA="${PROJECT_SOURCE_DIR}/metrics/tests/data"
+  LABELS unit
+  RUNS_CLI)
 
 # scripts/bench-media's measuring program (not a test).
 if(ATTEST_BUILD_BENCHMARKS)

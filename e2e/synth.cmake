@@ -32,16 +32,10 @@ target_include_directories(attest_e2e_synth_io SYSTEM PUBLIC ${ATTEST_SYNTH_SNDF
 # The study: synthetic runs compared by attest_e2e_compare (e2e/compare, issue 6).
 attest_library(attest_e2e_study
   SOURCES src/study.cpp
-  DEPS attest_e2e_synth_io attest_e2e_compare nlohmann_json::nlohmann_json)
-
-target_sources(attest PRIVATE ${PROJECT_SOURCE_DIR}/conformance/cli/cmd_e2e_synth.cpp)
-target_link_libraries(attest PRIVATE attest_e2e_study nlohmann_json::nlohmann_json)
+  DEPS attest_e2e_synth_io attest_e2e_compare attest_report nlohmann_json::nlohmann_json)
 
 attest_test(e2e_synth_tests
   SOURCES tests/test_synth.cpp
   DEPS attest_e2e_study attest_kernels attest_kernels_mutants OpenMP::OpenMP_CXX
-  LABELS e2e unit)
-if(TARGET e2e_synth_tests)
-  target_compile_definitions(e2e_synth_tests PRIVATE ATTEST_CLI="$<TARGET_FILE:attest>")
-  add_dependencies(e2e_synth_tests attest)
-endif()
+  LABELS e2e unit
+  RUNS_CLI)

@@ -14,6 +14,7 @@
 
 #include "attest/conformance/gate.hpp"
 #include "attest/core/problem.hpp"
+#include "attest/core/report/table.hpp"
 #include "attest/core/recipe.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/distributions.hpp"
@@ -497,6 +498,11 @@ nlohmann::json run_bench(const BenchOptions& o) {
 // ---- Markdown ----
 
 namespace {
+using ::attest::report::Align;
+using ::attest::report::Cell;
+using ::attest::report::Column;
+using ::attest::report::Table;
+
 // CPU kernels run at a few GFLOP/s: keep two significant digits there instead of printing 0.0000.
 std::string fmt_tflops(double t) { return t >= 10 ? fmt::format("{:.0f}", t) : t >= 0.1 ? fmt::format("{:.2f}", t) : fmt::format("{:.2g}", t); }
 }  // namespace
@@ -516,19 +522,18 @@ std::string bench_markdown(const nlohmann::json& rep) {
     if (std::find(shapes.begin(), shapes.end(), str(r, "shape")) == shapes.end()) shapes.push_back(str(r, "shape"));
   for (const auto& sh : shapes) {
     std::string problem;
-    std::string body;
+    Table t({{"kernel"}, {"recipe"}, {"Q/K"}, {"V"}, {"O"}, {"TFLOP/s", Align::right}, {"median ms", Align::right}, {"spread", Align::right}});
     for (const auto& r : rows) {
       if (str(r, "shape") != sh || str(r, "type") != "attention") continue;
       problem = str(r, "problem");
       const bool timed = str(r, "status") == "timed";
-      body += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} | {} |\n", str(r, "kernel"), str(r, "recipe"), str(r, "qk"),
-                          str(r, "v"), str(r, "o"), timed ? fmt_tflops(r.at("tflops").get<double>()) : "—",
-                          timed ? fmt::format("{:.3f}", r.at("median_ms").get<double>()) : "—",
-                          timed ? fmt::format("{:.1f}%", 100 * r.at("spread").get<double>()) : str(r, "status") + ": " + str(r, "reason"));
+      t.add({Cell::code(str(r, "kernel")), Cell::code(str(r, "recipe")), str(r, "qk"), str(r, "v"), str(r, "o"),
+             timed ? fmt_tflops(r.at("tflops").get<double>()) : "—",
+             timed ? fmt::format("{:.3f}", r.at("median_ms").get<double>()) : "—",
+             timed ? fmt::format("{:.1f}%", 100 * r.at("spread").get<double>()) : str(r, "status") + ": " + str(r, "reason")});
     }
-    if (body.empty()) continue;
-    s += fmt::format("### {} (`{}`)\n\n| kernel | recipe | Q/K | V | O | TFLOP/s | median ms | spread |\n|---|---|---|---|---|---:|---:|---:|\n",
-                     sh, problem) + body + "\n";
+    if (t.empty()) continue;
+    s += fmt::format("### {} (`{}`)\n\n", sh, problem) + t.markdown() + "\n";
   }
   // Per model shape: rows shapes, columns kernel/recipe, TFLOP/s.
   std::vector<std::string> cols;
@@ -538,39 +543,36 @@ std::string bench_markdown(const nlohmann::json& rep) {
       if (std::find(cols.begin(), cols.end(), c) == cols.end()) cols.push_back(c);
     }
   if (!cols.empty() && shapes.size() > 1) {
-    s += "### TFLOP/s per model shape\n\n| shape | problem |";
-    for (const auto& c : cols) s += " `" + c + "` |";
-    s += "\n|---|---|";
-    for (std::size_t i = 0; i < cols.size(); ++i) s += "---:|";
-    s += "\n";
+    std::vector<Column> columns = {{"shape"}, {"problem"}};
+    for (const auto& c : cols) columns.push_back({Cell::code(c), Align::right});
+    Table t(std::move(columns));
     for (const auto& sh : shapes) {
-      std::string problem, line;
+      std::string problem;
+      std::vector<Cell> row = {sh, Cell::absent()};  // the problem cell is filled in below
       for (const auto& c : cols) {
-        std::string cell = " |";
+        Cell cell = Cell::absent();
         for (const auto& r : rows)
           if (str(r, "shape") == sh && str(r, "type") == "attention" && str(r, "kernel") + " " + str(r, "recipe") == c) {
             problem = str(r, "problem");
-            if (str(r, "status") == "timed") cell = " " + fmt_tflops(r.at("tflops").get<double>()) + " |";
-            else cell = " " + str(r, "status") + " |";
+            cell = str(r, "status") == "timed" ? fmt_tflops(r.at("tflops").get<double>()) : str(r, "status");
           }
-        line += cell;
+        row.push_back(std::move(cell));
       }
-      s += fmt::format("| {} | `{}` |", sh, problem) + line + "\n";
+      row[1] = Cell::code(problem);
+      t.add(std::move(row));
     }
-    s += "\n";
+    s += "### TFLOP/s per model shape\n\n" + t.markdown() + "\n";
   }
-  std::string q;
+  Table q({{"operand"}, {"scheme"}, {"problem"}, {"GB/s", Align::right}, {"median ms", Align::right}, {"spread", Align::right}});
   for (const auto& r : rows) {
     if (str(r, "type") != "quantizer") continue;
     const bool timed = str(r, "status") == "timed";
-    q += fmt::format("| {} | `{}` | `{}` | {} | {} | {} |\n", str(r, "operand"), str(r, "scheme"), str(r, "problem"),
-                     timed ? fmt::format("{:.2f}", r.at("gbs").get<double>()) : "—",
-                     timed ? fmt::format("{:.3f}", r.at("median_ms").get<double>()) : "—",
-                     timed ? fmt::format("{:.1f}%", 100 * r.at("spread").get<double>()) : str(r, "reason"));
+    q.add({str(r, "operand"), Cell::code(str(r, "scheme")), Cell::code(str(r, "problem")),
+           timed ? fmt::format("{:.2f}", r.at("gbs").get<double>()) : "—",
+           timed ? fmt::format("{:.3f}", r.at("median_ms").get<double>()) : "—",
+           timed ? fmt::format("{:.1f}%", 100 * r.at("spread").get<double>()) : str(r, "reason")});
   }
-  if (!q.empty())
-    s += "### Quantizers (preprocessing, reference quantizers on the CPU)\n\n| operand | scheme | problem | GB/s | median ms | spread |\n"
-         "|---|---|---|---:|---:|---:|\n" + q + "\n";
+  if (!q.empty()) s += "### Quantizers (preprocessing, reference quantizers on the CPU)\n\n" + q.markdown() + "\n";
   return s;
 }
 

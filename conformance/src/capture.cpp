@@ -221,13 +221,7 @@ Interpreted interpret(const Capture& c, const CaptureOptions& opt) {
     const bool bhsd = in.layout == Layout::bhsd;
     const Tensor lq = bhsd ? q.permute(to_bshd) : q, lk = bhsd ? k.permute(to_bshd) : k;
     const Tensor lv = bhsd ? v.permute(to_bshd) : v, lo = bhsd ? out.permute(to_bshd) : out;
-    p.batch = lq.dim(0);
-    p.seqlen_q = lq.dim(1);
-    p.heads_q = lq.dim(2);
-    p.head_dim = lq.dim(3);
-    p.seqlen_kv = lk.dim(1);
-    p.heads_kv = lk.dim(2);
-    p.head_dim_v = lv.dim(3);
+    set_sizes_bshd(p, lq.shape(), lk.shape(), lv.shape());
     const std::string how = bhsd ? "bhsd: [B, H, S, D] with B, H, D from q" : "bshd: [B, S, H, D] with B, H, D from q";
     auto in_layout = [&](Shape s) { return bhsd ? Shape{s[0], s[2], s[1], s[3]} : s; };
     expect_shape(rd, "k", k, in_layout({p.batch, p.seqlen_kv, p.heads_kv, p.head_dim}), how);

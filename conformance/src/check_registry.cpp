@@ -1,4 +1,5 @@
-// The check registry: one line per check (each lives in checks/check_<name>.cpp).
+// The check registry: one line per built-in check (each lives in checks/check_<name>.cpp); checks
+// defined elsewhere (a test, a downstream tool) add themselves with ATTEST_REGISTER_CHECK.
 #include <fnmatch.h>
 
 #include <memory>
@@ -32,6 +33,8 @@ std::unique_ptr<Check> make_device_churn();
 }  // namespace checks
 
 namespace {
+// Built-in checks first, in this fixed order (reports and case expansion follow it), then the
+// checks registered from elsewhere (register_check) in registration order.
 struct Registry {
   std::vector<std::unique_ptr<Check>> owned;
   std::vector<const Check*> view;
@@ -40,17 +43,24 @@ struct Registry {
     for (auto make : {make_bitwise, make_accuracy, make_determinism, make_call_path, make_layout, make_poison,
                       make_canary, make_churn, make_split_kv, make_masked_rows, make_nonfinite, make_subnormal,
                       make_refusal, make_graph_replay, make_graph_inputs, make_graph_update, make_graph_stream,
-                      make_device_poison, make_device_canary, make_device_churn}) {
-      owned.push_back(make());
-      view.push_back(owned.back().get());
-    }
+                      make_device_poison, make_device_canary, make_device_churn})
+      add(make());
+  }
+  void add(std::unique_ptr<Check> c) {
+    for (const Check* have : view)
+      if (have->name() == c->name()) throw Error("check '" + std::string(c->name()) + "' is registered twice");
+    owned.push_back(std::move(c));
+    view.push_back(owned.back().get());
   }
 };
-const Registry& registry() {
-  static const Registry r;
+Registry& registry() {
+  static Registry r;
   return r;
 }
 }  // namespace
+
+void register_check(std::unique_ptr<Check> check) { registry().add(std::move(check)); }
+CheckRegistrar::CheckRegistrar(std::unique_ptr<Check> (*make)()) { register_check(make()); }
 
 std::span<const Check* const> all_checks() { return registry().view; }
 

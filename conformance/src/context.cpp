@@ -77,6 +77,17 @@ Tensor allocate(const Geometry& g, std::uint32_t fill) {
 
 }  // namespace
 
+Tensor token_slice(const Tensor& t, std::int64_t lo, std::int64_t hi) {
+  const auto v = t.view<float, 4>();
+  Tensor out(DType::f32, {v.shape[0], hi - lo, v.shape[2], v.shape[3]});
+  const auto o = out.view<float, 4>();
+  for (std::int64_t b = 0; b < v.shape[0]; ++b)
+    for (std::int64_t s = lo; s < hi; ++s)
+      for (std::int64_t h = 0; h < v.shape[2]; ++h)
+        for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, s - lo, h, d) = v(b, s, h, d);
+  return out;
+}
+
 void copy_values(const Tensor& src, const Tensor& dst) {
   if (src.shape() != dst.shape())
     throw Error("copy_values: shapes " + shape_string(src.shape()) + " and " + shape_string(dst.shape()) + " differ");

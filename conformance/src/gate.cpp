@@ -22,12 +22,20 @@
 
 #include <fmt/format.h>
 
+#include "attest/core/report/escape.hpp"
+#include "attest/core/report/table.hpp"
 #include "attest/core/status.hpp"
 #include "attest/kernels/kernel.hpp"
 #include "embedded.hpp"
 
 namespace attest::conformance {
 namespace {
+
+using ::attest::report::Align;
+using ::attest::report::Cell;
+using ::attest::report::Column;
+using ::attest::report::escape_xml;
+using ::attest::report::Table;
 
 int parse_int(std::string_view s, std::string_view what) {
   int v = 0;
@@ -63,24 +71,6 @@ kernels::Kernel& kernel_named(const std::string& name) {
     throw Error("kernel '" + name + "' is not registered (registered: " + valid + ")");
   }
   return *k;
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      case '\'': o += "&apos;"; break;
-      case '\n': o += "&#10;"; break;
-      default:
-        // XML 1.0 forbids most control characters even escaped.
-        if (static_cast<unsigned char>(c) >= 0x20 || c == '\t') o += c;
-    }
-  }
-  return o;
 }
 
 struct Counts {
@@ -444,35 +434,35 @@ std::string markdown_report(const GateReport& r) {
                                                         : "?";
   s += fmt::format("Profile `{}`, cases `{}`, shard {}, suite `{}{}`, device {}, tolerances {}.\n\n", meta("profile"),
                    meta("cases"), meta("shard"), meta("commit"), dirty ? "+dirty" : "", meta("device"), tol);
-  s += "| verdict | cases |\n|---|---:|\n";
-  for (Verdict v : kAll) s += fmt::format("| {} | {} |\n", verdict_name(v), all.of(v));
-  s += fmt::format("| **total** | **{}** |\n", all.total);
+  Table counts({{"verdict"}, {"cases", Align::right}});
+  for (Verdict v : kAll) counts.add({std::string(verdict_name(v)), std::to_string(all.of(v))});
+  counts.add({Cell::strong("total"), Cell::strong(std::to_string(all.total))});
+  s += counts.markdown();
   if (!r.errors.empty()) {
     s += "\n**Setup errors**\n\n";
     for (const auto& e : r.errors) s += "- " + e + "\n";
   }
   if (!matrix.empty()) {
-    s += "\n| kernel | recipe |";
-    for (const auto& c : checks) s += " " + c + " |";
-    s += "\n|---|---|";
-    for (std::size_t i = 0; i < checks.size(); ++i) s += "---|";
-    s += "\n";
+    std::vector<Column> cols = {{"kernel"}, {"recipe"}};
+    for (const auto& c : checks) cols.push_back({c});
+    Table t(std::move(cols));
     for (const auto& [kr, per] : matrix) {
-      s += fmt::format("| `{}` | `{}` |", kr.first, kr.second);
+      std::vector<Cell> row = {Cell::code(kr.first), Cell::code(kr.second)};
       for (const auto& c : checks) {
         auto it = per.find(c);
         if (it == per.end()) {
-          s += " |";
+          row.push_back(Cell::absent());
           continue;
         }
         const Counts& n = it->second;
         const std::size_t bad = n.total - n.of(Verdict::passed) - n.of(Verdict::unsupported);
-        if (bad > 0) s += fmt::format(" **{}/{} not passed** |", bad, n.total);
-        else if (n.of(Verdict::passed) == 0) s += " n/a |";
-        else s += fmt::format(" {}/{} |", n.of(Verdict::passed), n.total);
+        if (bad > 0) row.push_back(Cell::strong(fmt::format("{}/{} not passed", bad, n.total)));
+        else if (n.of(Verdict::passed) == 0) row.push_back("n/a");
+        else row.push_back(fmt::format("{}/{}", n.of(Verdict::passed), n.total));
       }
-      s += "\n";
+      t.add(std::move(row));
     }
+    s += "\n" + t.markdown();
   }
   std::size_t shown = 0, bad_total = 0;
   std::string failures;
@@ -510,7 +500,7 @@ std::string junit_report(const GateReport& r) {
     for (std::size_t i = 0; i < r.errors.size(); ++i)
       s += fmt::format("    <testcase classname=\"setup\" name=\"setup error {}\" time=\"0.000\">\n"
                        "      <error message=\"{}\" type=\"setup\"/>\n    </testcase>\n",
-                       i + 1, xml_escape(r.errors[i]));
+                       i + 1, escape_xml(r.errors[i]));
     s += "  </testsuite>\n";
   }
   for (const auto& [name, list] : suites) {
@@ -518,27 +508,27 @@ std::string junit_report(const GateReport& r) {
     double t = 0;
     for (const auto* res : list) c.add(res->outcome.verdict), t += res->seconds;
     s += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
-                     xml_escape(name), c.total, c.of(Verdict::failed) + c.of(Verdict::mistrusted),
+                     escape_xml(name), c.total, c.of(Verdict::failed) + c.of(Verdict::mistrusted),
                      c.of(Verdict::error) + c.of(Verdict::invalid), c.of(Verdict::unsupported), t);
     for (const auto* res : list) {
       const auto& o = res->outcome;
-      s += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml_escape(res->kernel + "." + res->check),
-                       xml_escape(res->descriptor), res->seconds);
+      s += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", escape_xml(res->kernel + "." + res->check),
+                       escape_xml(res->descriptor), res->seconds);
       const std::string repro = "attest run '" + res->descriptor + "'";
       switch (o.verdict) {
         case Verdict::passed: s += "/>\n"; continue;
         case Verdict::unsupported:
-          s += fmt::format(">\n      <skipped message=\"{}\"/>\n", xml_escape(o.reason));
+          s += fmt::format(">\n      <skipped message=\"{}\"/>\n", escape_xml(o.reason));
           break;
         case Verdict::failed:
         case Verdict::mistrusted:
-          s += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n", xml_escape(o.reason),
-                           verdict_name(o.verdict), xml_escape(repro));
+          s += fmt::format(">\n      <failure message=\"{}\" type=\"{}\">{}</failure>\n", escape_xml(o.reason),
+                           verdict_name(o.verdict), escape_xml(repro));
           break;
         case Verdict::error:
         case Verdict::invalid:
-          s += fmt::format(">\n      <error message=\"{}\" type=\"{}\">{}</error>\n", xml_escape(o.reason),
-                           verdict_name(o.verdict), xml_escape(repro));
+          s += fmt::format(">\n      <error message=\"{}\" type=\"{}\">{}</error>\n", escape_xml(o.reason),
+                           verdict_name(o.verdict), escape_xml(repro));
           break;
       }
       s += "    </testcase>\n";

@@ -12,25 +12,15 @@
 
 #include "attest/conformance/report_tools.hpp"
 #include "attest/conformance/verdict.hpp"
+#include "attest/core/report/escape.hpp"
+#include "attest/core/report/svg.hpp"
 
 namespace attest::conformance::report {
 namespace {
 
 using nlohmann::json;
-
-std::string esc(std::string_view s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
-}
+using ::attest::report::escape_html;
+namespace svg = ::attest::report::svg;
 
 std::string str(const json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); }
 
@@ -52,7 +42,7 @@ std::string inline_md(std::string_view s) {
     if (s[i] == '`') {
       const auto e = s.find('`', i + 1);
       if (e != std::string_view::npos) {
-        o += "<code>" + esc(s.substr(i + 1, e - i - 1)) + "</code>";
+        o += "<code>" + escape_html(s.substr(i + 1, e - i - 1)) + "</code>";
         i = e + 1;
         continue;
       }
@@ -65,7 +55,7 @@ std::string inline_md(std::string_view s) {
         continue;
       }
     }
-    o += esc(s.substr(i, 1));
+    o += escape_html(s.substr(i, 1));
     ++i;
   }
   return o;
@@ -103,7 +93,7 @@ std::string markdown_to_html(const std::string& md) {
       o += "<pre>";
       for (++i; i < lines.size() && lines[i].find("```") == std::string::npos; ++i) {
         const auto b = lines[i].find_first_not_of(' ');
-        o += esc(b == std::string::npos ? "" : lines[i].substr(b)) + "\n";
+        o += escape_html(b == std::string::npos ? "" : lines[i].substr(b)) + "\n";
       }
       o += "</pre>\n";
       continue;
@@ -150,7 +140,7 @@ std::string markdown_to_html(const std::string& md) {
           o += "<pre>";
           for (++i; i < lines.size() && lines[i].find("```") == std::string::npos; ++i) {
             const auto c = lines[i].find_first_not_of(' ');
-            o += esc(c == std::string::npos ? "" : lines[i].substr(c)) + "\n";
+            o += escape_html(c == std::string::npos ? "" : lines[i].substr(c)) + "\n";
           }
           o += "</pre>";
         } else {
@@ -170,8 +160,6 @@ std::string markdown_to_html(const std::string& md) {
 
 // ---- SVG ----
 
-const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-
 struct Series {
   std::string name;
   std::vector<double> y;  ///< one per x index; NaN = absent
@@ -181,68 +169,17 @@ struct Series {
 /// line at `ref` (the bound, or ratio 1).
 std::string dot_plot(const std::string& title, const std::vector<Series>& series, std::size_t n, double ref, const std::string& ylabel,
                      const std::string& reflabel) {
-  double lo = ref, hi = ref;
+  svg::Extent e;
+  e.add_positive(ref);
   for (const auto& s : series)
-    for (double v : s.y)
-      if (std::isfinite(v) && v > 0) lo = std::min(lo, v), hi = std::max(hi, v);
-  double l0 = std::floor(std::log10(lo)), l1 = std::ceil(std::log10(hi));
-  if (l1 <= l0) l1 = l0 + 1;
-  const int W = 760, H = 240, ml = 60, mr = 150, mt = 24, mb = 30;
-  const double pw = W - ml - mr, ph = H - mt - mb;
-  auto X = [&](std::size_t i) { return ml + (n <= 1 ? pw / 2 : pw * static_cast<double>(i) / static_cast<double>(n - 1)); };
-  auto Y = [&](double v) { return mt + ph * (1 - (std::log10(v) - l0) / (l1 - l0)); };
-  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"{}\">\n", W, H, esc(title));
-  s += fmt::format("<text x=\"{}\" y=\"15\" class=\"t\">{}</text>\n", ml, esc(title));
-  s += fmt::format("<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" class=\"frame\"/>\n", ml, mt, pw, ph);
-  for (double e = l0; e <= l1; e += 1) {
-    s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"grid\"/>", ml, ml + pw, Y(std::pow(10, e)), Y(std::pow(10, e)));
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"ax\" text-anchor=\"end\">1e{}</text>\n", ml - 4, Y(std::pow(10, e)) + 4, e);
-  }
-  s += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{:.1f}\" y2=\"{:.1f}\" class=\"ref\"/><text x=\"{}\" y=\"{:.1f}\" class=\"ax\">{}</text>\n", ml,
-                   ml + pw, Y(ref), Y(ref), ml + pw + 4, Y(ref) + 4, esc(reflabel));
-  s += fmt::format("<text x=\"12\" y=\"{}\" class=\"ax\" transform=\"rotate(-90 12 {})\" text-anchor=\"middle\">{}</text>\n", mt + ph / 2,
-                   mt + ph / 2, esc(ylabel));
-  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\" text-anchor=\"middle\">case ({} cases)</text>\n", ml + pw / 2, H - 6, n);
+    for (double v : s.y) e.add_positive(v);
+  svg::Chart c(svg::Style::css, svg::Coords::fixed1, 760, 240, {60, 150, 24, 30}, svg::Axis::log10(e, ref), n);
+  c.open(title, 15).frame().y_ticks(true).reference(ref, reflabel).y_label(ylabel, 12).x_label(fmt::format("case ({} cases)", n), 6);
   for (std::size_t k = 0; k < series.size(); ++k) {
-    const char* col = kPalette[k % 10];
-    for (std::size_t i = 0; i < series[k].y.size(); ++i) {
-      double v = series[k].y[i];
-      if (!std::isfinite(v)) continue;
-      v = std::clamp(v, std::pow(10, l0), std::pow(10, l1));
-      s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>", X(i), Y(v), col);
-    }
-    s += fmt::format("\n<circle cx=\"{}\" cy=\"{}\" r=\"4\" fill=\"{}\"/><text x=\"{}\" y=\"{}\" class=\"ax\">{}</text>\n", ml + pw + 12,
-                     mt + 30 + 14 * static_cast<int>(k), col, ml + pw + 20, mt + 34 + 14 * static_cast<int>(k), esc(series[k].name));
+    const auto colour = svg::kTab10[k % svg::kTab10.size()];
+    c.dots(series[k].y, colour).legend(k, series[k].name, colour, {20, 34, 14});
   }
-  return s + "</svg>\n";
-}
-
-/// Horizontal bars with labels; `ref` draws a vertical line (ratio 1) when > 0.
-std::string bar_chart(const std::string& title, const std::vector<std::pair<std::string, double>>& bars, const std::string& unit, double ref,
-                      const std::vector<bool>& bad) {
-  double hi = ref;
-  for (const auto& b : bars)
-    if (std::isfinite(b.second)) hi = std::max(hi, b.second);
-  if (hi <= 0) hi = 1;
-  const int W = 760, bh = 16, ml = 330, mr = 70, mt = 24;
-  const int H = mt + bh * static_cast<int>(bars.size()) + 24;
-  const double pw = W - ml - mr;
-  std::string s = fmt::format("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" role=\"img\" aria-label=\"{}\">\n", W, H, esc(title));
-  s += fmt::format("<text x=\"4\" y=\"15\" class=\"t\">{}</text>\n", esc(title));
-  for (std::size_t i = 0; i < bars.size(); ++i) {
-    const double y = mt + bh * static_cast<double>(i);
-    const double v = std::isfinite(bars[i].second) ? bars[i].second : 0;
-    std::string label = bars[i].first;
-    if (label.size() > 52) label = label.substr(0, 49) + "...";
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" class=\"ax\" text-anchor=\"end\">{}</text>", ml - 4, y + 12, esc(label));
-    s += fmt::format("<rect x=\"{}\" y=\"{:.1f}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\"/>", ml, y + 2, pw * v / hi, bh - 4,
-                     i < bad.size() && bad[i] ? "#d62728" : "#1f77b4");
-    s += fmt::format("<text x=\"{:.1f}\" y=\"{:.1f}\" class=\"ax\">{:.3g}</text>\n", ml + pw * v / hi + 3, y + 12, bars[i].second);
-  }
-  if (ref > 0)
-    s += fmt::format("<line x1=\"{0:.1f}\" x2=\"{0:.1f}\" y1=\"{1}\" y2=\"{2}\" class=\"ref\"/>", ml + pw * ref / hi, mt, H - 20);
-  s += fmt::format("<text x=\"{}\" y=\"{}\" class=\"ax\">{}</text>\n", ml, H - 6, esc(unit));
-  return s + "</svg>\n";
+  return c.finish();
 }
 
 std::string gate_plots(const json& results) {
@@ -289,40 +226,38 @@ std::string gate_plots(const json& results) {
     }
     std::map<std::string, double> counts;
     for (const auto* r : rs) counts[str(*r, "verdict")] += 1;
-    std::vector<std::pair<std::string, double>> bars(counts.begin(), counts.end());
-    std::vector<bool> bad;
-    for (const auto& b : bars) bad.push_back(b.first != "passed" && b.first != "unsupported");
-    o += bar_chart("check " + c + ": verdicts", bars, "cases", 0, bad);
+    std::vector<svg::Bar> bars;
+    bars.reserve(counts.size());
+    for (const auto& [v, n] : counts) bars.push_back({v, n, v != "passed" && v != "unsupported"});
+    o += svg::bar_chart(svg::Style::css, "check " + c + ": verdicts", bars, "cases", 0);
   }
   return o;
 }
 
 std::string bench_plots(const json& results) {
-  std::vector<std::pair<std::string, double>> bars, qbars;
+  std::vector<svg::Bar> bars, qbars;
   for (const auto& r : results) {
     if (str(r, "status") != "timed") continue;
-    if (str(r, "type") == "quantizer") qbars.emplace_back(str(r, "operand") + " " + str(r, "scheme") + " " + str(r, "shape"), r.value("gbs", 0.0));
-    else bars.emplace_back(str(r, "kernel") + " " + str(r, "recipe") + " " + str(r, "shape"), r.value("tflops", 0.0));
+    if (str(r, "type") == "quantizer") qbars.push_back({str(r, "operand") + " " + str(r, "scheme") + " " + str(r, "shape"), r.value("gbs", 0.0)});
+    else bars.push_back({str(r, "kernel") + " " + str(r, "recipe") + " " + str(r, "shape"), r.value("tflops", 0.0)});
   }
   std::string o = "<h2>Plots</h2>\n";
-  if (!bars.empty()) o += bar_chart("TFLOP/s (median)", bars, "TFLOP/s", 0, {});
-  if (!qbars.empty()) o += bar_chart("Quantizers: GB/s (median)", qbars, "GB/s", 0, {});
+  if (!bars.empty()) o += svg::bar_chart(svg::Style::css, "TFLOP/s (median)", bars, "TFLOP/s", 0);
+  if (!qbars.empty()) o += svg::bar_chart(svg::Style::css, "Quantizers: GB/s (median)", qbars, "GB/s", 0);
   return o;
 }
 
 std::string diff_plots(const json& j) {
   std::string o = "<h2>Plots</h2>\n";
   if (str(j, "of") == "bench") {
-    std::vector<std::pair<std::string, double>> bars;
-    std::vector<bool> bad;
+    std::vector<svg::Bar> bars;
     for (const auto& r : j["perf"]) {
       if (!r.contains("ratio")) continue;
-      bars.emplace_back(str(r, "type") == "quantizer" ? "quantize " + str(r, "operand") + " " + str(r, "scheme") + " " + str(r, "shape")
-                                                  : str(r, "kernel") + " " + str(r, "recipe") + " " + str(r, "shape"),
-                        r["ratio"].get<double>());
-      bad.push_back(str(r, "flag") == "regression");
+      bars.push_back({str(r, "type") == "quantizer" ? "quantize " + str(r, "operand") + " " + str(r, "scheme") + " " + str(r, "shape")
+                                                    : str(r, "kernel") + " " + str(r, "recipe") + " " + str(r, "shape"),
+                      r["ratio"].get<double>(), str(r, "flag") == "regression"});
     }
-    if (!bars.empty()) o += bar_chart("time ratio candidate / base (line: 1; red: regression)", bars, "ratio", 1.0, bad);
+    if (!bars.empty()) o += svg::bar_chart(svg::Style::css, "time ratio candidate / base (line: 1; red: regression)", bars, "ratio", 1.0);
     return o;
   }
   std::map<std::string, std::map<std::string, Series>> per_check;
@@ -354,7 +289,7 @@ std::string diff_plots(const json& j) {
 
 std::string html(const Doc& doc) {
   const std::string title = doc.kind == Kind::diff ? "attest report diff" : doc.kind == Kind::bench ? "attest bench" : "attest gate";
-  std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(title + " — " + doc.path) +
+  std::string o = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + escape_html(title + " — " + doc.path) +
                   "</title>\n<style>\nbody{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1100px;color:#222;padding:0 12px}\n"
                   "table{border-collapse:collapse;margin:8px 0 16px}th,td{border:1px solid #ccc;padding:3px 7px;text-align:left}"
                   "th{background:#f0f0f0}td.r{text-align:right;font-variant-numeric:tabular-nums}tr.bad td{background:#fde2e2}\n"
@@ -362,7 +297,7 @@ std::string html(const Doc& doc) {
                   "svg{display:block;margin:8px 0 18px}svg .t{font:bold 13px sans-serif}svg .ax{font:11px sans-serif;fill:#333}"
                   ".frame{fill:none;stroke:#999}.grid{stroke:#e4e4e4}.ref{stroke:#d62728;stroke-dasharray:4 3}\n"
                   "</style></head><body>\n";
-  o += "<p><small>Generated by <code>attest report html</code> from <code>" + esc(doc.path) + "</code>.</small></p>\n";
+  o += "<p><small>Generated by <code>attest report html</code> from <code>" + escape_html(doc.path) + "</code>.</small></p>\n";
   o += markdown_to_html(markdown(doc));
   if (doc.kind == Kind::gate) o += gate_plots(doc.json["results"]);
   else if (doc.kind == Kind::bench) o += bench_plots(doc.json["results"]);

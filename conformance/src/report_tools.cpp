@@ -12,12 +12,16 @@
 #include "attest/conformance/bench.hpp"
 #include "attest/conformance/gate.hpp"
 #include "attest/conformance/verdict.hpp"
+#include "attest/core/report/table.hpp"
 #include "attest/core/status.hpp"
 
 namespace attest::conformance::report {
 namespace {
 
 using nlohmann::json;
+using ::attest::report::Align;
+using ::attest::report::Cell;
+using ::attest::report::Table;
 
 std::string str(const json& j, const char* k) { return j.contains(k) && j[k].is_string() ? j[k].get<std::string>() : std::string(); }
 
@@ -454,40 +458,33 @@ std::string diff_markdown(const json& j) {
     s += fmt::format("- kernel `{}` (candidate) joined as `{}` (base)\n", str(p, "candidate"), str(p, "base"));
   s += "\n";
   if (bench) {
-    for (const char* type : {"attention", "quantizer"}) {
-      std::string body;
-      for (const auto& r : j["perf"]) {
-        if (str(r, "type") != type) continue;
-        const bool both = r.contains("ratio");
-        const std::string flag = str(r, "flag");
-        const std::string mark = flag == "regression" ? "**REGRESSION**" : flag;
-        if (std::string(type) == "attention")
-          body += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", str(r, "kernel"), str(r, "recipe"),
-                              str(r, "shape"), both ? g(r["base_ms"].get<double>()) : str(r, "base_status"),
-                              both ? g(r["cand_ms"].get<double>()) : str(r, "cand_status"),
-                              both ? ratio_str(r["ratio"].get<double>()) : "—",
-                              r.contains("base_rate") ? g(r["base_rate"].get<double>()) : "—",
-                              r.contains("cand_rate") ? g(r["cand_rate"].get<double>()) : "—",
-                              both ? fmt::format("{:.1f}% / {:.1f}%", 100 * r["base_spread"].get<double>(), 100 * r["cand_spread"].get<double>())
-                                   : "—",
-                              mark);
-        else
-          body += fmt::format("| {} | `{}` | `{}` | {} | {} | {} | {} | {} | {} |\n", str(r, "operand"), str(r, "scheme"),
-                              str(r, "problem"), both ? g(r["base_ms"].get<double>()) : str(r, "base_status"),
-                              both ? g(r["cand_ms"].get<double>()) : str(r, "cand_status"),
-                              both ? ratio_str(r["ratio"].get<double>()) : "—",
-                              r.contains("base_rate") ? g(r["base_rate"].get<double>()) : "—",
-                              r.contains("cand_rate") ? g(r["cand_rate"].get<double>()) : "—", mark);
+    auto flag_cell = [](const json& r) { return str(r, "flag") == "regression" ? Cell::strong("REGRESSION") : Cell(str(r, "flag")); };
+    Table perf({{"kernel"}, {"recipe"}, {"shape"}, {"base ms", Align::right}, {"candidate ms", Align::right}, {"ratio", Align::right},
+                {"base TFLOP/s", Align::right}, {"candidate TFLOP/s", Align::right}, {"spread b / c", Align::right}, {"flag"}});
+    Table quant({{"operand"}, {"scheme"}, {"problem"}, {"base ms", Align::right}, {"candidate ms", Align::right}, {"ratio", Align::right},
+                 {"base GB/s", Align::right}, {"candidate GB/s", Align::right}, {"flag"}});
+    for (const auto& r : j["perf"]) {
+      const bool both = r.contains("ratio");
+      std::vector<Cell> times = {both ? g(r["base_ms"].get<double>()) : str(r, "base_status"),
+                                 both ? g(r["cand_ms"].get<double>()) : str(r, "cand_status"),
+                                 both ? ratio_str(r["ratio"].get<double>()) : "—",
+                                 r.contains("base_rate") ? g(r["base_rate"].get<double>()) : "—",
+                                 r.contains("cand_rate") ? g(r["cand_rate"].get<double>()) : "—"};
+      if (str(r, "type") == "attention") {
+        std::vector<Cell> row = {Cell::code(str(r, "kernel")), Cell::code(str(r, "recipe")), str(r, "shape")};
+        row.insert(row.end(), times.begin(), times.end());
+        row.push_back(both ? fmt::format("{:.1f}% / {:.1f}%", 100 * r["base_spread"].get<double>(), 100 * r["cand_spread"].get<double>()) : "—");
+        row.push_back(flag_cell(r));
+        perf.add(std::move(row));
+      } else if (str(r, "type") == "quantizer") {
+        std::vector<Cell> row = {str(r, "operand"), Cell::code(str(r, "scheme")), Cell::code(str(r, "problem"))};
+        row.insert(row.end(), times.begin(), times.end());
+        row.push_back(flag_cell(r));
+        quant.add(std::move(row));
       }
-      if (body.empty()) continue;
-      if (std::string(type) == "attention")
-        s += "### Performance per case (time ratio candidate / base: > 1 is slower)\n\n| kernel | recipe | shape | base ms | "
-             "candidate ms | ratio | base TFLOP/s | candidate TFLOP/s | spread b / c | flag |\n|---|---|---|---:|---:|---:|---:|---:|---:|---|\n" +
-             body + "\n";
-      else
-        s += "### Quantizers\n\n| operand | scheme | problem | base ms | candidate ms | ratio | base GB/s | candidate GB/s | flag |\n"
-             "|---|---|---|---:|---:|---:|---:|---:|---|\n" + body + "\n";
     }
+    if (!perf.empty()) s += "### Performance per case (time ratio candidate / base: > 1 is slower)\n\n" + perf.markdown() + "\n";
+    if (!quant.empty()) s += "### Quantizers\n\n" + quant.markdown() + "\n";
   } else {
     if (!j["verdicts"].empty()) {
       // One line per kernel x recipe x check x change; every case is in the JSON.
@@ -503,18 +500,17 @@ std::string diff_markdown(const json& j) {
         if (fresh) keys.push_back(key);
         ++it->second.n;
       }
-      s += "### Verdict changes\n\n| kernel | recipe | check | base → candidate | cases | flag | first candidate reason |\n"
-           "|---|---|---|---|---:|---|---|\n";
+      Table t({{"kernel"}, {"recipe"}, {"check"}, {"base → candidate"}, {"cases", Align::right}, {"flag"}, {"first candidate reason"}});
       for (const auto& key : keys) {
         const Change& c = changes[key];
         std::string reason = c.reason;
         if (reason.size() > 110) reason = reason.substr(0, 107) + "...";
         for (char& ch : reason)
           if (ch == '|') ch = '/';
-        s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} |\n", std::get<0>(key), std::get<1>(key), std::get<2>(key),
-                         std::get<3>(key), c.n, c.flag == "regression" ? "**REGRESSION**" : c.flag, reason);
+        t.add({Cell::code(std::get<0>(key)), Cell::code(std::get<1>(key)), std::get<2>(key), std::get<3>(key), std::to_string(c.n),
+               c.flag == "regression" ? Cell::strong("REGRESSION") : Cell(c.flag), reason});
       }
-      s += "\n";
+      s += "### Verdict changes\n\n" + t.markdown() + "\n";
     }
     // Per check figure: one line per kernel x recipe x check x figure, summarising its cases by
     // the worst ratio (and the base / candidate values of that case).
@@ -541,18 +537,18 @@ std::string diff_markdown(const json& j) {
       if (a.first || ratio > a.worst || std::isnan(ratio)) a.worst = ratio, a.base = vb, a.cand = vc, a.floor = fl, a.first = false;
     }
     if (!keys.empty()) {
-      s += "### Accuracy per check figure (worst case by ratio candidate / base; cosine as 1 - cosine)\n\n"
-           "| kernel | recipe | check | figure | cases | base | candidate | ratio | floor | flag |\n|---|---|---|---|---:|---:|---:|---:|---:|---|\n";
+      Table t({{"kernel"}, {"recipe"}, {"check"}, {"figure"}, {"cases", Align::right}, {"base", Align::right}, {"candidate", Align::right},
+               {"ratio", Align::right}, {"floor", Align::right}, {"flag"}});
       for (const auto& key : keys) {
         const Agg& a = agg[key];
         std::string flag = a.reg ? fmt::format("**REGRESSION** ({} case{})", a.reg, a.reg == 1 ? "" : "s")
                            : a.imp ? fmt::format("improvement ({})", a.imp) : "";
         std::string fig = std::get<3>(key);
         if (fig.rfind("judgement.metrics.", 0) == 0) fig = fig.substr(18);
-        s += fmt::format("| `{}` | `{}` | {} | {} | {} | {} | {} | {} | {} | {} |\n", std::get<0>(key), std::get<1>(key), std::get<2>(key),
-                         fig, a.n, g(a.base), g(a.cand), ratio_str(a.worst), g(a.floor), flag);
+        t.add({Cell::code(std::get<0>(key)), Cell::code(std::get<1>(key)), std::get<2>(key), fig, std::to_string(a.n), g(a.base), g(a.cand),
+               ratio_str(a.worst), g(a.floor), flag});
       }
-      s += "\n";
+      s += "### Accuracy per check figure (worst case by ratio candidate / base; cosine as 1 - cosine)\n\n" + t.markdown() + "\n";
     }
     std::string regs;
     std::size_t n = 0, total = 0;

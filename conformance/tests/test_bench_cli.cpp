@@ -3,7 +3,6 @@
 // report against itself exits 0 and against a slowed copy exits 1; the shards of a gate merge
 // into exactly the unsharded run; malformed input exits 2 and writes nothing.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -12,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace {
 
@@ -29,17 +29,12 @@ json read_json(const fs::path& p) {
 class BenchCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attest_bench_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     std::ofstream(dir_ / "mini.cases") << "kernel=* recipe=bf16 problem=b1h2s40t72d32 dist=normal seed=1-2 check=accuracy,bitwise\n"
                                           "kernel=* recipe=bf16 problem=b1h2s33d16:mask=causal_tl dist=sink seed=3 check=accuracy,poison\n";
     std::ofstream(dir_ / "tiny.shapes") << "# two small shapes\ntiny-self b1h2s96d32\ntiny-cross b1h2s96t40d32\n";
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string d(const char* sub) const { return (dir_ / sub).string(); }
-  fs::path dir_;
+  attest::testing::TempDir dir_{"bench_cli"};
 };
 
 TEST_F(BenchCli, GateDiffFlagsANumericallyChangedKernel) {

@@ -5,12 +5,8 @@
 // attest::Error naming the capture and the defect, and exit 2 through the CLI.
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <cmath>
 #include <cstring>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -27,6 +23,8 @@
 #include "attest/reference/emulate.hpp"
 #include "attest/reference/formats.hpp"
 #include "attest/reference/quantize.hpp"
+#include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::conformance {
 namespace {
@@ -290,22 +288,11 @@ TEST(Capture, MalformedCapturesNameTheDefect) {
 
 // ---- the CLI: exit codes, directory summary, reports ----
 
-int run(const std::string& args, std::string* output = nullptr) {
-  const std::string log = (fs::temp_directory_path() / ("attest_capture_cli_" + std::to_string(::getpid()) + ".log")).string();
-  const int rc = std::system((std::string(ATTEST_CLI) + " " + args + " >" + log + " 2>&1").c_str());
-  if (output) {
-    std::ifstream f(log);
-    *output = {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
-  }
-  fs::remove(log);
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using attest::testing::run_cli;
 
 class CaptureCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attest_capture_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
     fs::create_directories(dir_ / "run");
     const auto m = make("b1h2s64t128d64");
     OutputFiles out;
@@ -327,7 +314,6 @@ class CaptureCli : public ::testing::Test {
     npy.stage(dir_ / "run" / "layer2" / "metadata.json", std::string(R"({"recipe": "bf16", "framework": "npy"})"));
     npy.commit();
   }
-  void TearDown() override { fs::remove_all(dir_); }
   // npy has no bf16: the npy capture stores the bf16 values as f32 (exact).
   static Tensor round_to_f32(const Tensor& bf) {
     Tensor out(DType::f32, bf.shape());
@@ -335,19 +321,24 @@ class CaptureCli : public ::testing::Test {
     for (std::int64_t i = 0; i < bf.numel(); ++i) out.data<float>()[i] = ref::decode(ref::Format::bf16, p[i]);
     return out;
   }
-  fs::path dir_;
+  attest::testing::TempDir dir_{"capture"};
 };
 
 TEST_F(CaptureCli, ExitCodesAndReports) {
-  std::string log;
-  EXPECT_EQ(run("check --capture " + (dir_ / "run" / "layer0.safetensors").string(), &log), 0) << log;
-  EXPECT_NE(log.find("verdict: passed"), std::string::npos) << log;
-  EXPECT_EQ(run("check --capture " + (dir_ / "run" / "layer2").string(), &log), 0) << log;
-  EXPECT_EQ(run("check --capture " + (dir_ / "run" / "layer1.safetensors").string(), &log), 1) << log;
-  EXPECT_NE(log.find("verdict: failed"), std::string::npos) << log;
+  attest::testing::CliRun cli;
+  cli = run_cli("check --capture " + (dir_ / "run" / "layer0.safetensors").string());
+  EXPECT_EQ(cli.code, 0) << cli.out;
+  EXPECT_NE(cli.out.find("verdict: passed"), std::string::npos) << cli.out;
+  cli = run_cli("check --capture " + (dir_ / "run" / "layer2").string());
+  EXPECT_EQ(cli.code, 0) << cli.out;
+  cli = run_cli("check --capture " + (dir_ / "run" / "layer1.safetensors").string());
+  EXPECT_EQ(cli.code, 1) << cli.out;
+  EXPECT_NE(cli.out.find("verdict: failed"), std::string::npos) << cli.out;
 
   const auto json = dir_ / "r.json", md = dir_ / "r.md";
-  EXPECT_EQ(run("check --capture " + (dir_ / "run").string() + " --json " + json.string() + " --markdown " + md.string(), &log), 1) << log;
+  cli =
+      run_cli("check --capture " + (dir_ / "run").string() + " --json " + json.string() + " --markdown " + md.string());
+  EXPECT_EQ(cli.code, 1) << cli.out;
   std::ifstream mf(md);
   const std::string mds{std::istreambuf_iterator<char>(mf), std::istreambuf_iterator<char>()};
   EXPECT_NE(mds.find("## attest check: FAIL (3 captures: 1 failed, 2 passed)"), std::string::npos) << mds;
@@ -371,13 +362,17 @@ TEST_F(CaptureCli, ExitCodesAndReports) {
     std::ofstream f(dir_ / "run" / "layer3.safetensors", std::ios::binary);
     f.write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 10));
   }
-  EXPECT_EQ(run("check --capture " + (dir_ / "run" / "layer3.safetensors").string(), &log), 2) << log;
-  EXPECT_NE(log.find("layer3.safetensors: "), std::string::npos) << log;
-  EXPECT_NE(log.find("run past the data section"), std::string::npos) << log;
-  EXPECT_EQ(run("check --capture " + (dir_ / "run").string() + " --markdown " + md.string(), &log), 2) << log;
-  EXPECT_NE(log.find("malformed"), std::string::npos) << log;
-  EXPECT_EQ(run("check --capture " + (dir_ / "nothing").string(), &log), 2) << log;
-  EXPECT_EQ(run("check --capture " + (dir_ / "run" / "layer0.safetensors").string() + " --layout sbhd", &log), 2) << log;
+  cli = run_cli("check --capture " + (dir_ / "run" / "layer3.safetensors").string());
+  EXPECT_EQ(cli.code, 2) << cli.out;
+  EXPECT_NE(cli.out.find("layer3.safetensors: "), std::string::npos) << cli.out;
+  EXPECT_NE(cli.out.find("run past the data section"), std::string::npos) << cli.out;
+  cli = run_cli("check --capture " + (dir_ / "run").string() + " --markdown " + md.string());
+  EXPECT_EQ(cli.code, 2) << cli.out;
+  EXPECT_NE(cli.out.find("malformed"), std::string::npos) << cli.out;
+  cli = run_cli("check --capture " + (dir_ / "nothing").string());
+  EXPECT_EQ(cli.code, 2) << cli.out;
+  cli = run_cli("check --capture " + (dir_ / "run" / "layer0.safetensors").string() + " --layout sbhd");
+  EXPECT_EQ(cli.code, 2) << cli.out;
 }
 
 // The Python helper (scripts/python/attest_capture.py, numpy only) writes captures that the
@@ -386,19 +381,20 @@ TEST_F(CaptureCli, ExitCodesAndReports) {
 TEST_F(CaptureCli, PythonHelperCapturesPass) {
   std::string python;
   for (const char* cand : {"/usr/bin/python3", "python3"})
-    if (std::system((std::string(cand) + " -c 'import numpy' >/dev/null 2>&1").c_str()) == 0) {
+    if (attest::testing::run_command(std::string(cand) + " -c 'import numpy'").code == 0) {
       python = cand;
       break;
     }
   if (python.empty()) GTEST_SKIP() << "no python3 with numpy (scripts/setup installs python3-numpy)";
   const auto py = dir_ / "py";
-  ASSERT_EQ(std::system((python + " " + ATTEST_PY_CAPTURE + " --selftest " + py.string() + " >/dev/null").c_str()), 0);
-  std::string log;
+  const auto selftest = attest::testing::run_command(python + " " + ATTEST_PY_CAPTURE + " --selftest " + py.string());
+  ASSERT_EQ(selftest.code, 0) << selftest.out;
   const auto json = dir_ / "py.json";
-  EXPECT_EQ(run("check --capture " + py.string() + " --json " + json.string(), &log), 0) << log;
+  const auto cli = run_cli("check --capture " + py.string() + " --json " + json.string());
+  EXPECT_EQ(cli.code, 0) << cli.out;
   std::ifstream jf(json);
   const auto j = nlohmann::json::parse(jf);
-  EXPECT_EQ(j.at("counts").at("passed").get<int>(), 4) << log;
+  EXPECT_EQ(j.at("counts").at("passed").get<int>(), 4) << cli.out;
   for (const auto& c : j.at("captures")) EXPECT_EQ(c.at("recipe").get<std::string>(), "f32");
 }
 

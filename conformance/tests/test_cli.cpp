@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace {
 
@@ -20,17 +21,12 @@ Run sh(const std::string& args) { return attest::testing::run_cli(args); }
 class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attest_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     // A small case file: two groups, a handful of checks.
     std::ofstream(dir_ / "mini.cases") << "kernel=* recipe=* problem=b1h2s40t72d32 dist=normal seed=1 check=bitwise,accuracy,poison\n"
                                           "kernel=* recipe=* problem=b2h2s33d16:mask=causal_tl dist=sink seed=2 check=bitwise,canary\n";
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string d(const char* sub) const { return (dir_ / sub).string(); }
-  fs::path dir_;
+  attest::testing::TempDir dir_{"cli"};
 };
 
 std::size_t lines(const fs::path& p) {
@@ -116,8 +112,8 @@ TEST_F(Cli, ResumeSkipsJournaledCasesAndShardsPartitionTheGroups) {
   const auto env = sh("gate --cases " + d("mini.cases") + " --kernel 'cpu.tiled.f*' --out " + d("e")).code;
   EXPECT_EQ(env, 0);
   const std::string cmd = "GTEST_SHARD_INDEX=1 GTEST_TOTAL_SHARDS=2 " + std::string(ATTEST_CLI) + " gate --cases " +
-                          d("mini.cases") + " --kernel 'cpu.tiled.f*' --out " + d("e1") + " >/dev/null 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
+                          d("mini.cases") + " --kernel 'cpu.tiled.f*' --out " + d("e1");
+  EXPECT_EQ(attest::testing::run_command(cmd).code, 0);
   EXPECT_EQ(lines(dir_ / "e1/results.jsonl"), lines(dir_ / "s1/results.jsonl"));
 }
 

@@ -5,18 +5,10 @@
 #include <cmath>
 #include <utility>
 
+#include "attest/core/enum_names.hpp"
+
 namespace attest {
 namespace {
-
-template <class E, std::size_t N>
-E parse_enum(std::string_view s, const std::array<std::pair<E, std::string_view>, N>& table, const char* what) {
-  std::string valid;
-  for (const auto& [e, name] : table) {
-    if (name == s) return e;
-    valid += (valid.empty() ? "" : ", ") + std::string(name);
-  }
-  throw Error("unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " + valid + ")");
-}
 
 constexpr std::array<std::pair<Mask, std::string_view>, 3> kMasks{{
     {Mask::none, "none"}, {Mask::causal_tl, "causal_tl"}, {Mask::causal_br, "causal_br"}}};
@@ -138,6 +130,18 @@ std::string to_string(const Problem& p) {
   if (p.dtype != def.dtype) s += ":dtype=" + std::string(dtype_name(p.dtype));
   if (p.ragged()) s += ":cu_q=" + join(p.cu_seqlens_q) + ":cu_kv=" + join(p.cu_seqlens_kv);
   return s;
+}
+
+void set_sizes_bshd(Problem& p, const std::vector<std::int64_t>& q, const std::vector<std::int64_t>& k,
+                    const std::vector<std::int64_t>& v) {
+  if (q.size() != 4 || k.size() != 4 || v.size() != 4) throw Error("set_sizes_bshd: q, k and v must have rank 4");
+  p.batch = q[0];
+  p.seqlen_q = q[1];
+  p.heads_q = q[2];
+  p.head_dim = q[3];
+  p.seqlen_kv = k[1];
+  p.heads_kv = k[2];
+  p.head_dim_v = v[3];
 }
 
 Problem parse_problem(std::string_view text) {

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <utility>
 
+#include "attest/core/enum_names.hpp"
 #include "attest/core/status.hpp"
 
 namespace attest {
@@ -30,19 +31,12 @@ constexpr Table<VScaleAt, 2> kVScale{{{VScaleAt::out, "out"}, {VScaleAt::rcp, "r
 
 template <class E, std::size_t N>
 std::string_view lookup(const Table<E, N>& t, E e) {
-  for (const auto& [k, v] : t)
-    if (k == e) return v;
-  return "?";
+  return enum_name(e, t);
 }
 
 template <class E, std::size_t N>
 E parse_in(const Table<E, N>& t, std::string_view s, std::string_view what) {
-  std::string valid;
-  for (const auto& [k, v] : t) {
-    if (v == s) return k;
-    valid += (valid.empty() ? "" : ", ") + std::string(v);
-  }
-  throw Error("recipe: unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " + valid + ")");
+  return parse_enum(s, t, what, "recipe: ");
 }
 
 std::string shortest(double v) {

@@ -1,7 +1,5 @@
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -13,6 +11,7 @@
 #include "attest/core/output_files.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/npy.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::datasets {
 namespace {
@@ -21,18 +20,7 @@ namespace fs = std::filesystem;
 
 const fs::path kFixtures = ATTEST_NPY_FIXTURES;
 
-class TempDir {
- public:
-  TempDir() : path_(fs::temp_directory_path() / ("attest_npy_" + std::to_string(::getpid()))) { fs::create_directories(path_); }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  [[nodiscard]] const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using attest::testing::TempDir;
 
 std::string slurp(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -58,7 +46,7 @@ std::string npy_with_header(const std::string& dict, const std::string& data, in
 }
 
 TEST(Npy, RoundTripEveryDtype) {
-  TempDir tmp;
+  const TempDir tmp("npy");
   for (DType d : {DType::f64, DType::f32, DType::f16, DType::i8, DType::u8, DType::i16, DType::u16, DType::i32,
                   DType::i64, DType::b8}) {
     Tensor t(d, {3, 1, 5});
@@ -84,7 +72,7 @@ TEST(Npy, RoundTripEveryDtype) {
 }
 
 TEST(Npy, ScalarEmptyAndStridedInputs) {
-  TempDir tmp;
+  const TempDir tmp("npy");
   Tensor scalar(DType::f64, {});
   *scalar.data<double>() = -1.25;
   spit(tmp.path() / "s.npy", encode_npy(scalar));
@@ -199,7 +187,7 @@ TEST(NpyFixtures, RefusesUnsupportedDescrsByName) {
 }
 
 TEST(Npy, MalformedFilesAreErrorsNamingFileAndDefect) {
-  TempDir tmp;
+  const TempDir tmp("npy");
   const std::string good = encode_npy(Tensor(DType::f32, {2, 3}));
   auto write = [&](const std::string& name, const std::string& bytes) {
     spit(tmp.path() / name, bytes);
@@ -246,7 +234,7 @@ TEST(Npy, MalformedFilesAreErrorsNamingFileAndDefect) {
 }
 
 TEST(Npy, WriteIsAllOrNothing) {
-  TempDir tmp;
+  const TempDir tmp("npy");
   const fs::path file = tmp.path() / "x.npy";
   {
     OutputFiles out;

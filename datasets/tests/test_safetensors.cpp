@@ -3,8 +3,6 @@
 // round trips of every dtype, and one test per validation rule with the defect it must name.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -15,6 +13,7 @@
 #include "attest/core/output_files.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/safetensors.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::datasets {
 namespace {
@@ -131,8 +130,7 @@ TEST(Safetensors, RoundTripEveryDtype) {
 }
 
 TEST(Safetensors, FileRoundTripAndMissingFile) {
-  const fs::path dir = fs::temp_directory_path() / ("attest_st_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const attest::testing::TempDir dir("st");
   Tensor t(DType::f32, {3});
   t.data<float>()[2] = 2.5f;
   {
@@ -144,7 +142,6 @@ TEST(Safetensors, FileRoundTripAndMissingFile) {
   EXPECT_EQ(st.find("v")->data<float>()[2], 2.5f);
   EXPECT_THROW(read_safetensors(dir / "missing.safetensors"), Error);
   EXPECT_THROW(read_safetensors(dir), Error);
-  fs::remove_all(dir);
 }
 
 TEST(Safetensors, WriterRefusals) {

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <vector>
 
@@ -11,6 +10,9 @@
 #include <opencv2/imgcodecs.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include "attest/core/report/escape.hpp"
+#include "attest/core/report/svg.hpp"
+#include "attest/core/report/table.hpp"
 #include "attest/core/status.hpp"
 #include "attest/e2e/compare.hpp"
 
@@ -18,7 +20,11 @@ namespace attest::e2e {
 namespace {
 
 using nlohmann::json;
+using report::Cell;
+using report::escape_html;
+using report::Table;
 namespace m = attest::metrics;
+namespace svg = report::svg;
 
 // JSON has no infinities: non-finite numbers are written as the strings "inf", "-inf", "nan".
 json num(double x) {
@@ -31,21 +37,6 @@ json nums(const std::vector<double>& v) {
   json a = json::array();
   for (double x : v) a.push_back(num(x));
   return a;
-}
-
-
-std::string html_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    switch (c) {
-      case '&': o += "&amp;"; break;
-      case '<': o += "&lt;"; break;
-      case '>': o += "&gt;"; break;
-      case '"': o += "&quot;"; break;
-      default: o += c;
-    }
-  }
-  return o;
 }
 
 // Base64 for the embedded PNG: ten lines, where a library dependency would be larger.
@@ -82,36 +73,33 @@ std::vector<std::string> metric_columns() {
   return cols;
 }
 
-// Cells of the per-run table, shared by Markdown and HTML.
-struct Row {
-  std::string label, role;
-  std::vector<std::string> cells;  // one per metric_columns(); empty: the run has none of them
-  std::string verdict;
-};
-
-std::vector<Row> metric_rows(const CompareReport& r) {
+// The per-run table (Markdown and HTML): run, role, the metric columns, verdict. A run without
+// any metric of a column has no cell there ("-" in Markdown).
+Table metric_table(const CompareReport& r) {
   const auto cols = metric_columns();
-  std::vector<Row> rows;
+  std::vector<report::Column> header = {{"run"}, {"role"}};
+  for (const auto& c : cols) header.push_back({c});
+  header.push_back({"verdict"});
+  Table t(std::move(header), "-");
   for (const auto& run : r.runs) {
     if (run.role == Role::reference) continue;
-    Row row{run.label, std::string(role_name(run.role)), std::vector<std::string>(cols.size()), ""};
-    for (std::size_t c = 0; c < cols.size(); ++c)
+    std::vector<Cell> row = {run.label, std::string(role_name(run.role))};
+    for (const auto& col : cols) {
+      std::string cell;
       for (const m::MediaMetric* mm : m::all_media_metrics()) {
-        if (mm->column != cols[c]) continue;
+        if (mm->column != col) continue;
         const auto it = run.metrics.find(mm->name);
         if (it == run.metrics.end()) continue;
-        row.cells[c] += (row.cells[c].empty() ? "" : " / ") + mm->cell(it->second.figures);
+        cell += (cell.empty() ? "" : " / ") + mm->cell(it->second.figures);
       }
-    row.verdict = run.role == Role::floor ? "exact run (floor)" : std::string(verdict_name(run.verdict));
-    rows.push_back(row);
+      row.push_back(cell.empty() ? Cell::absent() : Cell(cell));
+    }
+    const std::string verdict = run.role == Role::floor ? "exact run (floor)" : std::string(verdict_name(run.verdict));
+    row.push_back(Cell(verdict).with_class(verdict == "within floor" ? "within" : verdict == "outside floor" ? "outside" : ""));
+    t.add(std::move(row));
   }
-  return rows;
+  return t;
 }
-
-struct StatRow {
-  std::string label;
-  std::vector<std::string> cells;
-};
 
 // The statistics shown: video ones when the runs have video, then audio ones when they have audio.
 std::vector<const m::MediaMetric*> stat_metrics(const CompareReport& r) {
@@ -123,24 +111,21 @@ std::vector<const m::MediaMetric*> stat_metrics(const CompareReport& r) {
   return out;
 }
 
-std::vector<std::string> stat_headers(const CompareReport& r) {
-  std::vector<std::string> h;
-  for (const m::MediaMetric* mm : stat_metrics(r)) h.push_back(mm->stat_column.empty() ? mm->name : mm->stat_column);
-  return h;
-}
-
-std::vector<StatRow> stat_rows(const CompareReport& r) {
-  std::vector<StatRow> rows;
+// The global statistics of every run, the reference and floor included.
+Table stat_table(const CompareReport& r) {
+  std::vector<report::Column> header = {{"run"}};
+  for (const m::MediaMetric* mm : stat_metrics(r)) header.push_back({mm->stat_column.empty() ? mm->name : mm->stat_column});
+  Table t(std::move(header));
   for (const auto& run : r.runs) {
-    StatRow row{run.label, {}};
+    std::vector<Cell> row = {run.label};
     for (const m::MediaMetric* mm : stat_metrics(r)) {
       const auto it = run.metrics.find(mm->name);
       if (it == run.metrics.end()) continue;
-      row.cells.push_back(fmt::format("{:.{}f}", m::MediaMetric::figure(it->second.figures, "value"), mm->stat_precision));
+      row.push_back(fmt::format("{:.{}f}", m::MediaMetric::figure(it->second.figures, "value"), mm->stat_precision));
     }
-    rows.push_back(row);
+    t.add(std::move(row));
   }
-  return rows;
+  return t;
 }
 
 std::string summary_line(const CompareReport& r) {
@@ -223,28 +208,8 @@ json run_json(const RunReport& run) {
 
 std::string to_markdown(const CompareReport& r) {
   std::string s = "### attest e2e compare\n\n" + summary_line(r) + "\n\n";
-  const auto cols = metric_columns();
-  s += "| run | role |";
-  for (const auto& c : cols) s += " " + c + " |";
-  s += " verdict |\n|---|---|";
-  for (std::size_t i = 0; i < cols.size(); ++i) s += "---|";
-  s += "---|\n";
-  for (const Row& row : metric_rows(r)) {
-    s += "| " + row.label + " | " + row.role + " |";
-    for (const auto& c : row.cells) s += " " + (c.empty() ? std::string("-") : c) + " |";
-    s += " " + row.verdict + " |\n";
-  }
-  const auto headers = stat_headers(r);
-  s += "\nGlobal statistics (luma; the reference and floor are the exact runs):\n\n| run |";
-  for (const auto& h : headers) s += " " + h + " |";
-  s += "\n|---|";
-  for (std::size_t i = 0; i < headers.size(); ++i) s += "---|";
-  s += "\n";
-  for (const StatRow& row : stat_rows(r)) {
-    s += "| " + row.label + " |";
-    for (const auto& c : row.cells) s += " " + c + " |";
-    s += "\n";
-  }
+  s += metric_table(r).markdown();
+  s += "\nGlobal statistics (luma; the reference and floor are the exact runs):\n\n" + stat_table(r).markdown();
   bool any = false;
   for (const auto& run : r.runs)
     if (run.verdict == Verdict::outside_floor) {
@@ -317,55 +282,19 @@ std::vector<std::uint8_t> strip_png(const CompareReport& r) {
 
 std::string svg_line_plot(const std::string& title, const std::string& y_label, const std::vector<PlotSeries>& series,
                           int width, int height) {
-  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf"};
-  const double ml = 60, mr = 150, mt = 28, mb = 36;
-  const double pw = width - ml - mr, ph = height - mt - mb;
-  double lo = std::numeric_limits<double>::infinity(), hi = -lo;
+  svg::Extent e;
   std::size_t n = 0;
   for (const auto& s : series) {
     n = std::max(n, s.values.size());
-    for (double v : s.values)
-      if (std::isfinite(v)) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
+    for (double v : s.values) e.add(v);
   }
-  if (!std::isfinite(lo)) lo = 0, hi = 1;
-  if (hi - lo < 1e-12) lo -= 0.5, hi += 0.5;
-  const double pad = (hi - lo) * 0.05;
-  lo -= pad;
-  hi += pad;
-  auto X = [&](std::size_t i) { return ml + (n > 1 ? pw * static_cast<double>(i) / static_cast<double>(n - 1) : pw / 2); };
-  auto Y = [&](double v) { return mt + ph * (1 - (v - lo) / (hi - lo)); };
-  std::string s = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" font-family=\"sans-serif\" font-size=\"11\">"
-      "<text x=\"{}\" y=\"16\" font-size=\"13\" font-weight=\"bold\">{}</text>"
-      "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"none\" stroke=\"#888\"/>",
-      width, height, ml, html_escape(title), ml, mt, pw, ph);
-  for (int k = 0; k <= 4; ++k) {
-    const double v = lo + (hi - lo) * k / 4.0;
-    s += fmt::format("<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{:.4g}</text>", ml - 4, Y(v) + 4, v);
-  }
-  s += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">frame (0 .. {})</text>", ml + pw / 2, height - 8,
-                   n > 0 ? n - 1 : 0);
-  s += fmt::format("<text x=\"14\" y=\"{}\" transform=\"rotate(-90 14 {})\" text-anchor=\"middle\">{}</text>", mt + ph / 2,
-                   mt + ph / 2, html_escape(y_label));
+  svg::Chart c(svg::Style::inline_attrs, svg::Coords::fixed1, width, height, {60, 150, 28, 36}, svg::Axis::linear(e), n);
+  c.open(title, 16).frame().y_ticks(false).x_label(fmt::format("frame (0 .. {})", n > 0 ? n - 1 : 0), 8).y_label(y_label, 14);
   for (std::size_t k = 0; k < series.size(); ++k) {
-    const char* col = colours[k % 8];
-    std::string pts;
-    for (std::size_t i = 0; i < series[k].values.size(); ++i) {
-      const double v = series[k].values[i];
-      // Non-finite (identical frame: +inf dB) is drawn on the top edge and marked.
-      const double y = std::isfinite(v) ? Y(v) : mt;
-      pts += fmt::format("{:.1f},{:.1f} ", X(i), y);
-      if (!std::isfinite(v)) s += fmt::format("<circle cx=\"{:.1f}\" cy=\"{:.1f}\" r=\"2.5\" fill=\"{}\"/>", X(i), y, col);
-    }
-    s += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>", col, pts);
-    s += fmt::format("<text x=\"{}\" y=\"{}\" fill=\"{}\">{}</text>", ml + pw + 8, mt + 14 + 16 * static_cast<double>(k), col,
-                     html_escape(series[k].label));
+    const auto colour = svg::kRuns8[k % svg::kRuns8.size()];
+    c.line(series[k].values, colour, 1.5, false).legend(k, series[k].label, colour, {8, 14, 16});
   }
-  s += "</svg>";
-  return s;
+  return c.finish();
 }
 
 std::string to_html(const CompareReport& r, const std::string& extra_html) {
@@ -375,32 +304,15 @@ std::string to_html(const CompareReport& r, const std::string& extra_html) {
       "td,th{border:1px solid #ccc;padding:4px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
       ".within{color:#1a7f37;font-weight:bold}.outside{color:#cf222e;font-weight:bold}img{max-width:100%}"
       "</style></head><body>\n<h1>attest e2e compare</h1>\n";
-  h += "<p>" + html_escape(summary_line(r)) + "</p>\n";
-  h += "<table><tr><th>run</th><th>role</th>";
-  for (const auto& c : metric_columns()) h += "<th>" + html_escape(c) + "</th>";
-  h += "<th>verdict</th></tr>\n";
-  for (const Row& row : metric_rows(r)) {
-    const char* cls = row.verdict == "within floor" ? "within" : row.verdict == "outside floor" ? "outside" : "";
-    h += "<tr><td>" + html_escape(row.label) + "</td><td>" + row.role + "</td>";
-    for (const auto& c : row.cells) h += "<td>" + html_escape(c) + "</td>";
-    h += fmt::format("<td class=\"{}\">{}</td></tr>\n", cls, row.verdict);
-  }
-  h += "</table>\n<h2>Global statistics</h2>\n<table><tr><th>run</th>";
-  for (const auto& hd : stat_headers(r)) h += "<th>" + html_escape(hd) + "</th>";
-  h += "</tr>\n";
-  for (const StatRow& row : stat_rows(r)) {
-    h += "<tr><td>" + html_escape(row.label) + "</td>";
-    for (const auto& c : row.cells) h += "<td>" + c + "</td>";
-    h += "</tr>\n";
-  }
-  h += "</table>\n";
+  h += "<p>" + escape_html(summary_line(r)) + "</p>\n";
+  h += metric_table(r).html() + "<h2>Global statistics</h2>\n" + stat_table(r).html();
   for (const auto& run : r.runs)
     if (run.verdict == Verdict::outside_floor) {
-      h += "<p class=\"outside\">" + html_escape(run.label) + " is outside the floor:</p><ul>";
-      for (const auto& why : run.reasons) h += "<li>" + html_escape(why) + "</li>";
+      h += "<p class=\"outside\">" + escape_html(run.label) + " is outside the floor:</p><ul>";
+      for (const auto& why : run.reasons) h += "<li>" + escape_html(why) + "</li>";
       h += "</ul>\n";
     }
-  for (const auto& w : r.warnings) h += "<p><em>" + html_escape(w) + "</em></p>\n";
+  for (const auto& w : r.warnings) h += "<p><em>" + escape_html(w) + "</em></p>\n";
   if (has_video(r)) {
     h += "<h2>Per-frame metrics against the reference</h2>\n";
     const m::MediaOptions mo = media_options(r.options);

@@ -4,8 +4,7 @@
 
 #include <unistd.h>
 
-#include <algorithm>
-#include <cmath>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
@@ -13,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attest/core/report/svg.hpp"
+#include "attest/core/report/table.hpp"
 #include "attest/core/status.hpp"
 #include "attest/e2e/synth_io.hpp"
 
@@ -20,6 +21,7 @@ namespace attest::e2e {
 namespace {
 
 namespace fs = std::filesystem;
+namespace svg = report::svg;
 
 // File-name form of a label: [A-Za-z0-9._-] kept, everything else '_'.
 std::string slug(const std::string& s) {
@@ -124,44 +126,23 @@ int study_exit_code(const StudyReport& r) { return (r.floor_degenerate || any_ou
 // Log-scale line plot of latent rel-L2 per step (steps >= 1; step 0 is the shared noise).
 // compare's svg_line_plot is linear and labels x as frames; the divergence spans decades.
 std::string divergence_svg(const StudyReport& r) {
-  constexpr int W = 960, H = 320, L = 70, R = 330, T = 30, B = 40;
-  const int pw = W - L - R, ph = H - T - B;
   const std::size_t steps = r.divergence[0].size() - 1;
-  double lo = 1e300, hi = 0;
+  std::vector<std::vector<double>> series(r.divergence.size());
+  svg::Extent e;
   for (std::size_t i = 1; i < r.divergence.size(); ++i)
-    for (std::size_t s = 1; s <= steps; ++s)
-      if (const double v = r.divergence[i][s].rel_l2; v > 0) {
-        lo = std::min(lo, v);
-        hi = std::max(hi, v);
-      }
-  if (hi == 0) lo = hi = 1e-8;  // every run identical to the reference
-  const double dlo = std::floor(std::log10(lo)), dhi = std::max(dlo + 1, std::ceil(std::log10(hi)));
-  const auto x = [&](std::size_t s) { return L + (steps > 1 ? static_cast<double>(s - 1) / static_cast<double>(steps - 1) : 0.5) * pw; };
-  const auto y = [&](double v) { return T + (dhi - std::log10(std::max(v, std::pow(10.0, dlo)))) / (dhi - dlo) * ph; };
-  static const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  std::ostringstream o;
-  o << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" font-family=\"sans-serif\" font-size=\"11\">"
-    << "<text x=\"" << L << "\" y=\"18\" font-size=\"13\" font-weight=\"bold\">latent rel-L2 vs the reference per Euler step (log scale; 0 drawn at the bottom)</text>"
-    << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << pw << "\" height=\"" << ph << "\" fill=\"none\" stroke=\"#888\"/>";
-  for (double d = dlo; d <= dhi; d += 1) {
-    const double yy = y(std::pow(10.0, d));
-    o << "<line x1=\"" << L << "\" x2=\"" << L + pw << "\" y1=\"" << yy << "\" y2=\"" << yy << "\" stroke=\"#ddd\"/>"
-      << "<text x=\"" << L - 4 << "\" y=\"" << yy + 4 << "\" text-anchor=\"end\">1e" << static_cast<int>(d) << "</text>";
-  }
-  for (std::size_t s = 1; s <= steps; ++s)
-    if (steps <= 20 || s % ((steps + 9) / 10) == 0)
-      o << "<text x=\"" << x(s) << "\" y=\"" << T + ph + 14 << "\" text-anchor=\"middle\">" << s << "</text>";
-  o << "<text x=\"" << L + pw / 2 << "\" y=\"" << H - 6 << "\" text-anchor=\"middle\">step</text>";
+    for (std::size_t s = 1; s <= steps; ++s) {
+      series[i].push_back(r.divergence[i][s].rel_l2);
+      e.add_positive(series[i].back());
+    }
+  // Every run identical to the reference: one decade at 1e-8, every line on the bottom edge.
+  svg::Chart c(svg::Style::inline_attrs, svg::Coords::sig6, 960, 320, {70, 330, 30, 40}, svg::Axis::log10(e, 1e-8), steps);
+  c.open("latent rel-L2 vs the reference per Euler step (log scale; 0 drawn at the bottom)", 18).frame().y_ticks(true).x_ticks(1).x_label("step", 6);
   for (std::size_t i = 1; i < r.divergence.size(); ++i) {
-    const char* c = colors[(i - 1) % 10];
-    o << "<polyline fill=\"none\" stroke=\"" << c << "\" stroke-width=\"" << (i == 1 ? 2.5 : 1.5) << "\"" << (i == 1 ? " stroke-dasharray=\"6 3\"" : "")
-      << " points=\"";
-    for (std::size_t s = 1; s <= steps; ++s) o << x(s) << "," << y(r.divergence[i][s].rel_l2) << " ";
-    o << "\"/><text x=\"" << L + pw + 8 << "\" y=\"" << T + 12 + 15 * static_cast<int>(i - 1) << "\" fill=\"" << c << "\">"
-      << r.runs.specs[i].label.substr(0, 48) << "</text>";
+    const auto colour = svg::kRuns10[(i - 1) % svg::kRuns10.size()];
+    // The floor run (i = 1) dashed and heavier: the spread every other run is judged against.
+    c.line(series[i], colour, i == 1 ? 2.5 : 1.5, i == 1).legend(i - 1, r.runs.specs[i].label.substr(0, 48), colour, {8, 12, 15});
   }
-  o << "</svg>";
-  return o.str();
+  return c.finish();
 }
 
 std::string study_markdown(const StudyReport& r) {
@@ -177,17 +158,17 @@ std::string study_markdown(const StudyReport& r) {
          "reach its output bits), so there is no spread to judge against. Use an FP32 reference such as cpu.tiled.f32:f32.\n\n";
   const auto& fl = r.divergence[1];
   const std::size_t last = fl.size() - 1, mid = last / 2;
-  o << "| run | kernel | recipe | latent rel-L2 step 1 | step " << mid << " | step " << last << " (final) | final / floor | seconds (attention) |\n";
-  o << "|---|---|---|---|---|---|---|---|\n";
+  report::Table t({{"run"}, {"kernel"}, {"recipe"}, {"latent rel-L2 step 1"}, {"step " + std::to_string(mid)},
+                   {"step " + std::to_string(last) + " (final)"}, {"final / floor"}, {"seconds (attention)"}});
   for (std::size_t i = 0; i < r.runs.specs.size(); ++i) {
     const auto& s = r.runs.specs[i];
     const auto& d = r.divergence[i];
     const double ratio = fl[last].rel_l2 > 0 ? d[last].rel_l2 / fl[last].rel_l2 : 0.0;
-    o << "| " << s.label << " | " << s.kernel << (s.reverse_kv ? " (K/V reversed)" : "") << " | " << s.recipe << " | "
-      << (d.size() > 1 ? fmt_g(d[1].rel_l2) : "-") << " | " << fmt_g(d[mid].rel_l2) << " | " << fmt_g(d[last].rel_l2) << " | "
-      << (i == 0 ? "-" : fmt_g(ratio, "%.2f")) << " | " << fmt_g(r.runs.results[i].total_seconds, "%.2f") << " ("
-      << fmt_g(r.runs.results[i].attention_seconds, "%.2f") << ") |\n";
+    t.add({s.label, s.kernel + (s.reverse_kv ? " (K/V reversed)" : ""), s.recipe, d.size() > 1 ? fmt_g(d[1].rel_l2) : "-",
+           fmt_g(d[mid].rel_l2), fmt_g(d[last].rel_l2), i == 0 ? "-" : fmt_g(ratio, "%.2f"),
+           fmt_g(r.runs.results[i].total_seconds, "%.2f") + " (" + fmt_g(r.runs.results[i].attention_seconds, "%.2f") + ")"});
   }
+  o << t.markdown();
   o << "\nPlot: divergence.svg (every step). Frames: strip.png. Runs: runs/*.mkv (FFV1), runs/*.wav.\n";
   return o.str();
 }

@@ -2,10 +2,7 @@
 // outside the floor, correct kernels within it, lossless files, bad input.
 #include <omp.h>
 #include <sndfile.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -22,6 +19,8 @@
 #include "attest/e2e/synth_io.hpp"
 #include "attest/e2e/video_io.hpp"
 #include "attest/kernels/kernel.hpp"
+#include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::e2e {
 namespace {
@@ -46,11 +45,7 @@ SynthResult run(const SynthConfig& c, const std::string& kernel, const std::stri
   return run_synth(c, *kc.kernel, kc.recipe);
 }
 
-fs::path scratch(const std::string& name) {
-  const fs::path p = fs::temp_directory_path() / ("attest-synth-test-" + std::to_string(::getpid()) + "-" + name);
-  fs::remove_all(p);
-  return p;
-}
+using attest::testing::TempDir;
 
 TEST(Synth, ConfigRefusesBadSizes) {
   SynthConfig c = tiny();
@@ -106,6 +101,15 @@ TEST(Synth, DeterministicBits) {
   EXPECT_NE(a.frames, run(c2, "cpu.tiled.bf16").frames);
 }
 
+// Per step, how far the K/V-reversed run of `kernel` (f32 recipe, tiny()) is from its natural run.
+std::vector<StepDivergence> reversal_divergence(const std::string& kernel) {
+  SynthConfig c = tiny();
+  const auto natural = run(c, kernel, "f32");
+  c.reverse_kv = true;
+  const auto reversed = run(c, kernel, "f32");
+  return latent_divergence(c, reversed.latents, natural.latents, natural.step_t);
+}
+
 // The floor pair: exact FP32 attention on natural and K/V-reversed tokens. Exact math is the
 // same, so the first velocity evaluation differs only through summation order; the bf16
 // activations turn sub-ulp differences into occasional flipped roundings, which then spread.
@@ -113,11 +117,7 @@ TEST(Synth, DeterministicBits) {
 // and stays small: every step's latent rel-L2 <= 2^-8 (one bf16 unit roundoff) x steps taken,
 // measured 5.0e-4 at step 1 and 3.9e-3 at step 6 of this size.
 TEST(Synth, FloorPairDiffersWithinBounds) {
-  SynthConfig c = tiny();
-  const auto ref = run(c, "cpu.tiled.f32", "f32");
-  c.reverse_kv = true;
-  const auto flo = run(c, "cpu.tiled.f32", "f32");
-  const auto div = latent_divergence(c, flo.latents, ref.latents, ref.step_t);
+  const auto div = reversal_divergence("cpu.tiled.f32");
   ASSERT_EQ(div.size(), 7u);
   EXPECT_EQ(div[0].mismatches, 0);  // the same initial noise
   EXPECT_GT(div[1].mismatches, 0) << "reversing K/V changed no bit: the floor pair is degenerate";
@@ -130,19 +130,14 @@ TEST(Synth, FloorPairDiffersWithinBounds) {
 // Reversing K/V of the FP64 kernel changes essentially no bit: its output is rounded once from
 // FP64, far below the float32 ulp. Documents why the study's default reference is FP32.
 TEST(Synth, Ref64ReversalIsNearlyBitExact) {
-  SynthConfig c = tiny();
-  const auto ref = run(c, "cpu.ref64", "f32");
-  c.reverse_kv = true;
-  const auto rev = run(c, "cpu.ref64", "f32");
-  const auto div = latent_divergence(c, rev.latents, ref.latents, ref.step_t);
+  const auto div = reversal_divergence("cpu.ref64");
   EXPECT_LE(div.back().rel_l2, 1e-6);
 }
 
 TEST(Synth, LosslessFiles) {
   const SynthConfig c = tiny();
   const auto r = run(c, "cpu.tiled.bf16");
-  const fs::path dir = scratch("files");
-  fs::create_directories(dir);
+  const TempDir dir("synth");
   OutputFiles out;
   stage_video(out, dir / "v.mkv", c, r);
   stage_video(out, dir / "png", c, r);
@@ -182,7 +177,6 @@ TEST(Synth, LosslessFiles) {
   other.steps = 5;
   EXPECT_THROW(read_latents(dir / "l.npy", other), Error);
   EXPECT_THROW(stage_video(out, dir / "v.mp4", c, r), Error);
-  fs::remove_all(dir);
 }
 
 TEST(Synth, RunsRoundTrip) {
@@ -192,8 +186,7 @@ TEST(Synth, RunsRoundTrip) {
   EXPECT_EQ(runs.specs[1].label, "floor");
   EXPECT_TRUE(runs.specs[1].reverse_kv);
   EXPECT_EQ(runs.specs[2].label, "cpu.tiled.bf16:bf16");
-  const fs::path dir = scratch("runs");
-  fs::create_directories(dir);
+  const TempDir dir("synth");
   OutputFiles out;
   write_runs(out, dir, runs);
   out.commit();
@@ -207,7 +200,6 @@ TEST(Synth, RunsRoundTrip) {
   }
   EXPECT_THROW(study_runs("cpu.tiled.f32:f32", {"cpu.tiled.bf16", "cpu.tiled.bf16:bf16"}), Error);
   EXPECT_THROW(study_runs("cpu.tiled.f32:f32", {":bf16"}), Error);
-  fs::remove_all(dir);
 }
 
 const RunReport* find_run(const StudyReport& r, const std::string& label) {
@@ -223,7 +215,8 @@ TEST(Study, CorrectWithinMutantOutside) {
   SynthConfig c = tiny();
   c.frames = 3;
   const auto runs = execute_runs(c, study_runs("cpu.tiled.f32:f32", {"cpu.tiled.bf16", "mutant.no_rescale", "mutant.skip_last_kv_tile"}));
-  const fs::path dir = scratch("study");
+  const TempDir tmp("synth");
+  const fs::path dir = tmp / "study";  // run_study makes it
   OutputFiles out;
   const auto r = run_study(runs, dir, study_compare_defaults(), out);
   out.commit();
@@ -249,16 +242,11 @@ TEST(Study, CorrectWithinMutantOutside) {
   EXPECT_EQ(j.at("exit_code"), 1);
   // Nothing half-written is left behind: no work directory, no staged temporaries.
   for (const auto& e : fs::directory_iterator(dir)) EXPECT_NE(e.path().filename().string().rfind(".study-work", 0), 0u) << e.path();
-  fs::remove_all(dir);
 }
 
 #ifdef ATTEST_CLI
 // The CLI: exit codes, all-or-nothing output, the trace against a reference, study --import.
-int cli(const std::string& args, const fs::path& log) {
-  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " >" + log.string() + " 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using attest::testing::run_cli;
 
 std::string slurp(const fs::path& p) {
   std::ifstream in(p);
@@ -266,39 +254,40 @@ std::string slurp(const fs::path& p) {
 }
 
 TEST(Cli, SynthBadInputExit2NothingWritten) {
-  const fs::path dir = scratch("cli-bad");
-  fs::create_directories(dir);
+  const TempDir dir("synth");
   const std::string outs = " --video " + (dir / "v.mkv").string() + " --audio " + (dir / "a.wav").string();
-  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.bf16 --size 30x32" + outs, dir / "log"), 2);
-  EXPECT_NE(slurp(dir / "log").find("width 30 is not a positive multiple of 8"), std::string::npos) << slurp(dir / "log");
-  EXPECT_EQ(cli("e2e synth --kernel cpu.nope" + outs, dir / "log"), 2);
-  EXPECT_NE(slurp(dir / "log").find("kernel 'cpu.nope' is not registered"), std::string::npos) << slurp(dir / "log");
-  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.bf16 --size 32x32x" + outs, dir / "log"), 2);
+  auto r = run_cli("e2e synth --kernel cpu.tiled.bf16 --size 30x32" + outs);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("width 30 is not a positive multiple of 8"), std::string::npos) << r.out;
+  r = run_cli("e2e synth --kernel cpu.nope" + outs);
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("kernel 'cpu.nope' is not registered"), std::string::npos) << r.out;
+  EXPECT_EQ(run_cli("e2e synth --kernel cpu.tiled.bf16 --size 32x32x" + outs).code, 2);
   // A video path OpenCV cannot encode: the audio must not be written either.
-  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.bf16 --frames 1 --size 16x16 --steps 1 --blocks 1 --video " + (dir / "v.mp4").string() +
-                    " --audio " + (dir / "a.wav").string(),
-                dir / "log"),
+  EXPECT_EQ(run_cli("e2e synth --kernel cpu.tiled.bf16 --frames 1 --size 16x16 --steps 1 --blocks 1 --video " +
+                    (dir / "v.mp4").string() + " --audio " + (dir / "a.wav").string())
+                .code,
             2);
   EXPECT_FALSE(fs::exists(dir / "v.mkv"));
   EXPECT_FALSE(fs::exists(dir / "a.wav"));
-  EXPECT_EQ(cli("e2e study --kernels cpu.tiled.bf16,cpu.nope --frames 1 --size 16x16 --steps 1 --out " + (dir / "s").string(), dir / "log"), 2);
+  EXPECT_EQ(run_cli("e2e study --kernels cpu.tiled.bf16,cpu.nope --frames 1 --size 16x16 --steps 1 --out " +
+                    (dir / "s").string())
+                .code,
+            2);
   EXPECT_FALSE(fs::exists(dir / "s" / "study.md"));
-  fs::remove_all(dir);
 }
 
 // The user report of issue 16: two runs with the same arguments must write the same bytes (video
 // and audio). Negative control: OpenCV's writer alone (random Matroska UIDs, wall-clock date)
 // does not, which is what make_matroska_reproducible removes; its CRCs are checked with zlib.
 TEST(Cli, SynthIsByteDeterministic) {
-  const fs::path dir = scratch("cli-bytes");
-  fs::create_directories(dir);
+  const TempDir dir("synth");
   const std::string cfg = "e2e synth --kernel cpu.tiled.bf16 --recipe bf16 --steps 4 --frames 4 --size 64x64 --seed 3 --quiet";
-  for (const char* run : {"1", "2"})
-    ASSERT_EQ(cli(cfg + " --video " + (dir / (std::string(run) + ".mkv")).string() + " --audio " +
-                      (dir / (std::string(run) + ".wav")).string(),
-                  dir / "log"),
-              0)
-        << slurp(dir / "log");
+  for (const char* run : {"1", "2"}) {
+    const auto r = run_cli(cfg + " --video " + (dir / (std::string(run) + ".mkv")).string() + " --audio " +
+                           (dir / (std::string(run) + ".wav")).string());
+    ASSERT_EQ(r.code, 0) << r.out;
+  }
   const auto bytes = [](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -335,19 +324,17 @@ TEST(Cli, SynthIsByteDeterministic) {
   // A corrupted file is refused with the offset, not rewritten into something else.
   std::string broken = v1.substr(0, 60);
   EXPECT_THROW(make_matroska_reproducible(broken), Error);
-  fs::remove_all(dir);
 }
 
 TEST(Cli, SynthTraceAgainstReference) {
-  const fs::path dir = scratch("cli-trace");
-  fs::create_directories(dir);
+  const TempDir dir("synth");
   const std::string cfg = " --frames 1 --size 16x16 --steps 3 --blocks 1 --quiet";
-  ASSERT_EQ(cli("e2e synth --kernel cpu.tiled.f32" + cfg + " --latents " + (dir / "ref.npy").string(), dir / "log"), 0) << slurp(dir / "log");
-  ASSERT_EQ(cli("e2e synth --kernel cpu.tiled.f32 --reverse-kv" + cfg + " --video " + (dir / "png").string() + " --audio " + (dir / "a.wav").string() +
-                    " --trace " + (dir / "t.json").string() + " --trace-ref " + (dir / "ref.npy").string(),
-                dir / "log"),
-            0)
-      << slurp(dir / "log");
+  auto r = run_cli("e2e synth --kernel cpu.tiled.f32" + cfg + " --latents " + (dir / "ref.npy").string());
+  ASSERT_EQ(r.code, 0) << r.out;
+  r = run_cli("e2e synth --kernel cpu.tiled.f32 --reverse-kv" + cfg + " --video " + (dir / "png").string() +
+              " --audio " + (dir / "a.wav").string() + " --trace " + (dir / "t.json").string() + " --trace-ref " +
+              (dir / "ref.npy").string());
+  ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream in(dir / "t.json");
   const auto j = nlohmann::json::parse(in);
   EXPECT_EQ(j.at("kernel"), "cpu.tiled.f32");
@@ -357,27 +344,25 @@ TEST(Cli, SynthTraceAgainstReference) {
   EXPECT_TRUE(j.at("steps")[3].contains("rel_l2"));
   EXPECT_TRUE(fs::exists(dir / "png" / "frame_000000.png"));
   // A reference of another shape is refused before the run.
-  EXPECT_EQ(cli("e2e synth --kernel cpu.tiled.f32 --frames 1 --size 16x16 --steps 2 --blocks 1 --trace " + (dir / "u.json").string() +
-                    " --trace-ref " + (dir / "ref.npy").string(),
-                dir / "log"),
-            2);
-  EXPECT_NE(slurp(dir / "log").find("expected [3, 12, 16]"), std::string::npos) << slurp(dir / "log");
-  fs::remove_all(dir);
+  r = run_cli("e2e synth --kernel cpu.tiled.f32 --frames 1 --size 16x16 --steps 2 --blocks 1 --trace " +
+              (dir / "u.json").string() + " --trace-ref " + (dir / "ref.npy").string());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.out.find("expected [3, 12, 16]"), std::string::npos) << r.out;
 }
 
 TEST(Cli, StudyImport) {
-  const fs::path dir = scratch("cli-import");
+  const TempDir dir("synth");
   fs::create_directories(dir / "runs");
   SynthConfig c = tiny();
   c.steps = 4;
   OutputFiles out;
   write_runs(out, dir / "runs", execute_runs(c, study_runs("cpu.tiled.f32:f32", {"cpu.tiled.bf16"})));
   out.commit();
-  EXPECT_EQ(cli("e2e study --import " + (dir / "runs").string() + " --quiet --out " + (dir / "study").string(), dir / "log"), 0)
-      << slurp(dir / "log");
+  const auto r =
+      run_cli("e2e study --import " + (dir / "runs").string() + " --quiet --out " + (dir / "study").string());
+  EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(slurp(dir / "study" / "study.md").find("| cpu.tiled.bf16:bf16 | test |"), std::string::npos) << slurp(dir / "study" / "study.md");
-  EXPECT_EQ(cli("e2e study --import " + (dir / "nope").string() + " --out " + (dir / "s2").string(), dir / "log"), 2);
-  fs::remove_all(dir);
+  EXPECT_EQ(run_cli("e2e study --import " + (dir / "nope").string() + " --out " + (dir / "s2").string()).code, 2);
 }
 #endif
 

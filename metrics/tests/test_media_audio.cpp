@@ -6,13 +6,12 @@
 #include <limits>
 #include <vector>
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "attest/core/status.hpp"
 #include "attest/metrics/media_audio.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace {
 
@@ -71,8 +70,7 @@ TEST(MediaAudio, IdenticalIsInfAndOne) {
 }
 
 TEST(MediaAudio, WavRoundTripPerChannelAndPooled) {
-  const auto dir = std::filesystem::temp_directory_path() / ("attest_media_audio_" + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
+  const attest::testing::TempDir dir("media_audio");
   // 16-bit PCM holds k / 32768 exactly.
   Audio ref{8000, {{0.5, -0.25, 0.125, 0.0}, {0.25, 0.25, -0.5, 0.75}}};
   Audio test{8000, {{0.5, -0.25, 0.125, 0.0}, {0.25, 0.25, -0.5, 0.5}}};
@@ -92,7 +90,6 @@ TEST(MediaAudio, WavRoundTripPerChannelAndPooled) {
   const AudioStats st = audio_stats(r);
   EXPECT_NEAR(st.rms, std::sqrt(1.265625 / 8), 1e-15);
   EXPECT_EQ(st.peak, 0.75);
-  std::filesystem::remove_all(dir);
   EXPECT_THROW(read_audio(dir / "missing.wav"), attest::Error);
 }
 

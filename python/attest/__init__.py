@@ -259,7 +259,7 @@ def pair(fn_a: Callable, fn_b: Callable, *, contract: str = "bitwise", recipe: s
 def merge(fn: Callable, *, recipe: str = "bf16", problem: str = "b1h2s256t1024d64", shards: Sequence[int] = (2, 4, 8),
           dist: str = "normal", seed: int = 1, tolerances: Optional[str] = None, **declared) -> tuple[int, list]:
     """Merge conformance: K/V split into each of `shards` pieces, fn called per shard for
-    (out, lse), merged by LSE in C++ (kernels/dist merge_partials), compared with the single call
+    (out, lse), merged by LSE in C++ (conformance/dist merge_partials), compared with the single call
     under the split_kv tolerance row (budget: the emulator doing the same). fn must return LSE."""
     declared.setdefault("lse", True)
     b = _quick(fn, recipe, **declared)

@@ -22,6 +22,7 @@
 #include "attest/conformance/tolerance.hpp"
 #include "attest/core/status.hpp"
 #include "attest/kernels/kernel.hpp"
+#include "attest/kernels/plugin_abi.hpp"
 #include "attest_py_internal.hpp"
 
 namespace attest::py {
@@ -30,58 +31,11 @@ namespace {
 using nlohmann::json;
 using kernels::Kernel;
 
-constexpr std::size_t kMessageBytes = 1024;
-
 bool valid_name(const std::string& s) {
   return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
   });
 }
-
-std::string first_line(const char* buf, std::size_t size) {
-  std::string s(buf, strnlen(buf, size));
-  s = s.substr(0, s.find_first_of("\r\n"));
-  return s.empty() ? "(no message)" : s;
-}
-
-attest_plugin_tensor c_tensor(const Tensor& t, const char* what) {
-  if (t.rank() > ATTEST_PLUGIN_MAX_RANK) throw Error(std::string(what) + ": rank exceeds the plugin ABI's");
-  attest_plugin_tensor c{};
-  c.struct_size = sizeof c;
-  c.dtype = static_cast<std::uint32_t>(t.dtype());
-  c.rank = t.rank();
-  c.data = t.raw();
-  for (int d = 0; d < t.rank(); ++d) {
-    c.shape[d] = t.shape()[static_cast<std::size_t>(d)];
-    c.strides[d] = t.strides()[static_cast<std::size_t>(d)];
-  }
-  return c;
-}
-
-struct ProblemC {
-  attest_plugin_problem c{};
-  std::string text;
-  explicit ProblemC(const Problem& p) : text(to_string(p)) {
-    c.struct_size = sizeof c;
-    c.mask = static_cast<std::uint32_t>(p.mask);
-    c.layout = static_cast<std::uint32_t>(p.layout);
-    c.dtype = static_cast<std::uint32_t>(p.dtype);
-    c.batch = p.batch;
-    c.heads_q = p.heads_q;
-    c.heads_kv = p.heads_kv;
-    c.seqlen_q = p.seqlen_q;
-    c.seqlen_kv = p.seqlen_kv;
-    c.head_dim = p.head_dim;
-    c.head_dim_v = p.head_dim_v;
-    c.pad = p.pad;
-    c.softmax_scale = p.scale();
-    if (p.ragged()) {
-      c.cu_seqlens_q = p.cu_seqlens_q.data();
-      c.cu_seqlens_kv = p.cu_seqlens_kv.data();
-    }
-    c.text = text.c_str();
-  }
-};
 
 // The description of a callback kernel, owned here (the Python objects behind the pointers stay
 // alive on the Python side for as long as the kernel is bound).
@@ -152,71 +106,23 @@ class CallbackKernel final : public Kernel {
   std::vector<std::string> configs() const override { return desc()->configs; }
   kernels::Capabilities capabilities() const override {
     const auto d = desc();
-    kernels::Capabilities c;
-    c.head_dims = d->head_dims;
-    c.masks.clear();
-    for (Mask m : {Mask::none, Mask::causal_tl, Mask::causal_br})
-      if ((d->masks >> static_cast<int>(m) & 1u) != 0) c.masks.push_back(m);
-    c.layouts.clear();
-    for (Layout l : {Layout::bshd, Layout::bhsd, Layout::packed_qkv, Layout::strided})
-      if ((d->layouts >> static_cast<int>(l) & 1u) != 0) c.layouts.push_back(l);
-    const auto has = [&](std::uint32_t bit) { return (d->flags & bit) != 0; };
-    c.gqa = has(ATTEST_PLUGIN_CAP_GQA);
-    c.cross = has(ATTEST_PLUGIN_CAP_CROSS);
-    c.ragged = has(ATTEST_PLUGIN_CAP_RAGGED);
-    c.head_dim_v = has(ATTEST_PLUGIN_CAP_HEAD_DIM_V);
-    c.lse = has(ATTEST_PLUGIN_CAP_LSE);
-    c.graph_capturable = has(ATTEST_PLUGIN_CAP_GRAPH_CAPTURABLE);
-    c.deterministic = has(ATTEST_PLUGIN_CAP_DETERMINISTIC);
-    c.bitwise = has(ATTEST_PLUGIN_CAP_BITWISE);
-    return c;
+    return kernels::plugin_abi::capabilities(d->head_dims, d->masks, d->layouts, d->flags);
   }
 
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
     const auto d = desc();
-    if (d->dtypes != 0 && (d->dtypes >> static_cast<int>(p.dtype) & 1u) == 0)
-      return Status::unsupported("problem dtype " + std::string(dtype_name(p.dtype)) + " not supported");
-    if (d->supports != nullptr) {
-      const ProblemC pc(p);
-      const std::string recipe = to_string(r);
-      char reason[kMessageBytes] = {};
-      if (d->supports(d->context, &pc.c, recipe.c_str(), reason, sizeof reason) != 1)
-        return Status::unsupported(first_line(reason, sizeof reason));
-    }
-    return Status::ok();
+    return kernels::plugin_abi::supports(d->supports, d->context, d->dtypes, p, r);
   }
 
   void run(const kernels::Args& a) override {
     if (auto st = supports(a.problem, a.recipe); !st) throw Error(name_ + ": " + st.reason());
     const auto d = desc();
-    const ProblemC pc(a.problem);
-    const std::string recipe = to_string(a.recipe), label = recipe_label(a.recipe), config(a.config);
-    attest_plugin_tensor q = c_tensor(a.q, "q"), k = c_tensor(a.k, "k"), v = c_tensor(a.v, "v"),
-                         out = c_tensor(a.out, "out"), lse{};
-    if (a.lse != nullptr) lse = c_tensor(*a.lse, "lse");
-    attest_plugin_run_args ra{};
-    ra.struct_size = sizeof ra;
-    ra.problem = &pc.c;
-    ra.recipe = recipe.c_str();
-    ra.recipe_label = label.c_str();
-    ra.config = config.c_str();
-    ra.q = &q;
-    ra.k = &k;
-    ra.v = &v;
-    ra.out = &out;
-    ra.lse = a.lse != nullptr ? &lse : nullptr;
-    char message[kMessageBytes] = {};
-    int rc = 0;
-    if ((d->flags & ATTEST_PLUGIN_CAP_THREAD_SAFE) != 0) {
-      rc = d->run(d->context, &ra, message, sizeof message);
-    } else {
-      // Python callables hold the GIL anyway; one at a time keeps device state simple too.
-      const std::lock_guard<std::mutex> lock(serial_);
-      rc = d->run(d->context, &ra, message, sizeof message);
-    }
-    if (rc != 0)
-      throw Error("python kernel " + name_ + " raised (" + std::to_string(rc) + "): " + first_line(message, sizeof message));
+    const kernels::plugin_abi::RunArgsC c(a);
+    // Python callables hold the GIL anyway; one at a time (unless thread-safe) keeps device state simple too.
+    std::string message;
+    if (const int rc = kernels::plugin_abi::call(d->run, d->context, d->flags, serial_, c.ra, message); rc != 0)
+      throw Error("python kernel " + name_ + " raised (" + std::to_string(rc) + "): " + message);
   }
 
  private:

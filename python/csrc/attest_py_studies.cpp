@@ -1,7 +1,7 @@
 // Studies that need more than one call of a kernel per verdict, on top of the gate's Context:
 //
 // - merge: K/V split into N shards (N = 2, 4, 8 ...), the kernel called on each shard for
-//   (out, lse), the partials merged by LSE with kernels/dist's merge_partials (ring attention's
+//   (out, lse), the partials merged by LSE with conformance/dist's merge_partials (ring attention's
 //   arithmetic), compared with the kernel's single call. Budget: the same split and merge done
 //   by the recipe emulator; floor: the emulator's K/V-reversed run plus what one float32 ulp of
 //   the stored partial LSEs moves the merge. Judged by the split_kv row of the tolerance table.
@@ -28,7 +28,7 @@
 #include "attest/conformance/verdict.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/distributions.hpp"
-#include "attest/kernels/dist.hpp"
+#include "attest/conformance/dist.hpp"
 #include "attest/metrics/tensor_metrics.hpp"
 #include "attest/reference/attention.hpp"
 #include "attest/reference/emulate.hpp"
@@ -41,18 +41,6 @@ using nlohmann::json;
 using conformance::Outcome;
 using conformance::Result;
 using conformance::Verdict;
-
-// Tokens [lo, hi) of dimension 1 of a [B,S,H,D] f32 tensor, contiguous f32.
-Tensor rows(const Tensor& t, std::int64_t lo, std::int64_t hi) {
-  const auto v = t.view<float, 4>();
-  Tensor out(DType::f32, {v.shape[0], hi - lo, v.shape[2], v.shape[3]});
-  const auto o = out.view<float, 4>();
-  for (std::int64_t b = 0; b < v.shape[0]; ++b)
-    for (std::int64_t s = lo; s < hi; ++s)
-      for (std::int64_t h = 0; h < v.shape[2]; ++h)
-        for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, s - lo, h, d) = v(b, s, h, d);
-  return out;
-}
 
 // Concatenation along dimension 1 of [B,s_i,H,D] f32 tensors.
 Tensor concat_rows(const std::vector<Tensor>& parts) {
@@ -134,7 +122,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // ---- merge ----
 
-kernels::dist::Partial partial(const Tensor& out, const Tensor& lse) { return {to_f64(out), to_f64(lse)}; }
+conformance::dist::Partial partial(const Tensor& out, const Tensor& lse) { return {to_f64(out), to_f64(lse)}; }
 
 Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
   const Problem& p = ctx.problem();
@@ -143,15 +131,16 @@ Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
   if (p.ragged()) return {Verdict::unsupported, "merge conformance is checked on non-ragged problems", json::object()};
   if (p.seqlen_kv < shards) return {Verdict::unsupported, "fewer keys than shards", json::object()};
   if (auto st = ctx.support(); !st) return {Verdict::unsupported, st.reason(), json::object()};
-  const auto bounds = kernels::dist::even_split(p.seqlen_kv, shards);
+  const auto bounds = conformance::dist::even_split(p.seqlen_kv, shards);
   const auto& in = ctx.inputs();
-  std::vector<kernels::dist::Partial> kp, ep, sp;
+  std::vector<conformance::dist::Partial> kp, ep, sp;
   for (std::size_t i = 0; i + 1 < bounds.size(); ++i) {
     Problem ps = p;
     ps.seqlen_kv = bounds[i + 1] - bounds[i];
     if (auto st = ctx.kernel().supports(ps, ctx.recipe()); !st)
       return {Verdict::unsupported, "shard problem refused: " + st.reason(), json::object()};
-    const datasets::Qkv shard{in.q, rows(in.k, bounds[i], bounds[i + 1]), rows(in.v, bounds[i], bounds[i + 1])};
+    const datasets::Qkv shard{in.q, conformance::token_slice(in.k, bounds[i], bounds[i + 1]),
+                              conformance::token_slice(in.v, bounds[i], bounds[i + 1])};
     const auto r = ctx.run(ps, shard);
     if (r.lse.empty()) return {Verdict::error, "kernel returned no LSE for a shard", json::object()};
     kp.push_back(partial(r.out, r.lse));
@@ -160,9 +149,9 @@ Outcome merge_one(conformance::Context& ctx, std::int64_t shards) {
     const auto e = ctx.emulate(ps, shard.q, shard.k, shard.v);
     ep.push_back(partial(e.out, e.lse));
   }
-  const auto km = kernels::dist::merge_partials(kp);
-  const auto em = kernels::dist::merge_partials(ep);
-  const auto sm = kernels::dist::merge_partials(sp);
+  const auto km = conformance::dist::merge_partials(kp);
+  const auto em = conformance::dist::merge_partials(ep);
+  const auto sm = conformance::dist::merge_partials(sp);
   const auto& full = ctx.baseline();
   const auto& emu = ctx.emu();
   const auto& rev = ctx.emu_rev();
@@ -305,13 +294,13 @@ json op_ladder(const json& req, int& rc) {
         const std::int64_t s1 = std::min(L, s0 + block);
         Problem ps = p;
         ps.seqlen_q = s1 - s0;
-        const Tensor q = rows(in.q, s0, s1);
+        const Tensor q = conformance::token_slice(in.q, s0, s1);
         const auto ref = ref::attention(ps, q, in.k, in.v, ref::Precision::fp64);
         const auto emu = ref::emulate(ps, emu_recipe, q, in.k, in.v);
         ref::EmulateOptions ro;
         ro.reverse_kv = true;
         const auto rev = ref::emulate(ps, emu_recipe, q, in.k, in.v, ro);
-        kt.push_back(rows(out.out, s0, s1));
+        kt.push_back(conformance::token_slice(out.out, s0, s1));
         // The reference stays f64: compare() takes f32 or f64 on either side.
         rt.push_back(ref.out);
         et.push_back(emu.out);

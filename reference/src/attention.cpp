@@ -19,6 +19,8 @@
 #define EIGEN_DONT_PARALLELIZE
 #include <Eigen/Core>
 
+#include "attest/core/enum_names.hpp"
+
 namespace attest::ref {
 namespace {
 
@@ -26,16 +28,6 @@ constexpr std::array<std::pair<Precision, std::string_view>, 3> kPrecisions{{
     {Precision::fp32, "fp32"}, {Precision::fp64, "fp64"}, {Precision::mp50, "mp50"}}};
 constexpr std::array<std::pair<Algorithm, std::string_view>, 2> kAlgorithms{{
     {Algorithm::direct, "direct"}, {Algorithm::online, "online"}}};
-
-template <class E, std::size_t N>
-E parse_enum(std::string_view s, const std::array<std::pair<E, std::string_view>, N>& table, const char* what) {
-  std::string valid;
-  for (const auto& [e, name] : table) {
-    if (name == s) return e;
-    valid += (valid.empty() ? "" : ", ") + std::string(name);
-  }
-  throw Error("unknown " + std::string(what) + " '" + std::string(s) + "' (valid: " + valid + ")");
-}
 
 template <class T>
 constexpr bool kUseEigen = std::is_same_v<T, float> || std::is_same_v<T, double>;

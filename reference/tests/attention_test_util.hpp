@@ -15,9 +15,11 @@
 
 namespace attest::ref::test {
 
+/// The problem of dimensions that tests compute (loops over sizes and masks); where they are fixed,
+/// the tests parse the string form instead (`b2h4k1s100t333d16v24:mask=causal_br:dtype=f64`).
 inline Problem make_problem(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t s, std::int64_t t,
                             std::int64_t d, std::int64_t dv, Mask mask = Mask::none,
-                            std::optional<double> scale = std::nullopt) {
+                            std::optional<double> scale = std::nullopt, DType dtype = DType::f64) {
   Problem p;
   p.batch = b;
   p.heads_q = h;
@@ -28,36 +30,33 @@ inline Problem make_problem(std::int64_t b, std::int64_t h, std::int64_t hk, std
   p.head_dim_v = dv;
   p.mask = mask;
   p.softmax_scale = scale;
-  p.dtype = DType::f64;
+  p.dtype = dtype;
   return p;
+}
+
+/// Contiguous f64 or f32 tensor of draws of `dist` from std::mt19937_64(seed), in element order
+/// (each rounded to the dtype).
+template <class Dist>
+inline Tensor filled(const Shape& shape, std::uint64_t seed, DType dtype, Dist dist) {
+  Tensor t(dtype, shape);
+  std::mt19937_64 gen(seed);
+  const auto n = t.numel();
+  for (std::int64_t i = 0; i < n; ++i) {
+    const auto x = dist(gen);
+    if (dtype == DType::f64) t.data<double>()[i] = x;
+    else t.data<float>()[i] = static_cast<float>(x);
+  }
+  return t;
 }
 
 /// Contiguous tensor of N(0, sd^2) values (rounded to the dtype).
 inline Tensor normal(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64, double sd = 1.0) {
-  Tensor t(dtype, shape);
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> dist(0.0, sd);
-  const auto n = t.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const double x = dist(gen);
-    if (dtype == DType::f64) t.data<double>()[i] = x;
-    else t.data<float>()[i] = static_cast<float>(x);
-  }
-  return t;
+  return filled(shape, seed, dtype, std::normal_distribution<double>(0.0, sd));
 }
 
 /// Contiguous tensor of uniform integers in [lo, hi].
 inline Tensor integers(const Shape& shape, std::uint64_t seed, int lo, int hi, DType dtype = DType::f64) {
-  Tensor t(dtype, shape);
-  std::mt19937_64 gen(seed);
-  std::uniform_int_distribution<int> dist(lo, hi);
-  const auto n = t.numel();
-  for (std::int64_t i = 0; i < n; ++i) {
-    const int x = dist(gen);
-    if (dtype == DType::f64) t.data<double>()[i] = x;
-    else t.data<float>()[i] = static_cast<float>(x);
-  }
-  return t;
+  return filled(shape, seed, dtype, std::uniform_int_distribution<int>(lo, hi));
 }
 
 /// Element of a rank-4 tensor (f32/f64) as double.

@@ -260,10 +260,10 @@ TEST(ReferenceAttention, OnlineAgreesWithDirect) {
     Tiling tiles;
   };
   const Case cases[] = {
-      {make_problem(1, 2, 2, 64, 64, 32, 32), {}},
-      {make_problem(2, 4, 1, 100, 333, 16, 24, Mask::causal_br), {32, 64}},
-      {make_problem(1, 3, 3, 200, 77, 8, 8, Mask::causal_tl), {7, 5}},
-      {make_problem(1, 1, 1, 129, 257, 64, 64, Mask::none, 0.3), {}},
+      {parse_problem("b1h2s64d32:dtype=f64"), {}},
+      {parse_problem("b2h4k1s100t333d16v24:mask=causal_br:dtype=f64"), {32, 64}},
+      {parse_problem("b1h3s200t77d8:mask=causal_tl:dtype=f64"), {7, 5}},
+      {parse_problem("b1h1s129t257d64:scale=0.3:dtype=f64"), {}},
   };
   for (const Case& c : cases) {
     const Problem& p = c.p;
@@ -307,7 +307,7 @@ TEST(ReferenceAttention, Fp32WithinRoundingBoundOfFp64) {
 TEST(ReferenceAttention, RaggedBatchEqualsSeparateRunsBitwise) {
   // Element 1 spans two default row blocks (256 + 44) and has fully-masked rows (S > T).
   const std::vector<std::int64_t> lq{37, 300, 0, 1}, lk{50, 140, 9, 300};
-  Problem p = make_problem(4, 2, 1, 300, 300, 16, 8, Mask::causal_br);
+  Problem p = parse_problem("b4h2k1s300d16v8:mask=causal_br:dtype=f64");
   p.cu_seqlens_q = {0};
   p.cu_seqlens_kv = {0};
   for (std::size_t b = 0; b < lq.size(); ++b) {
@@ -420,7 +420,7 @@ TEST(ReferenceAttention, LayoutsAndInputDtypeDoNotChangeBits) {
 
 // The same call gives the same bits on any thread and whatever the heap looked like: Eigen
 // vectorises from the first aligned address, so unaligned scratch used to move the scalar/FMA
-// split (tiny problems differed between threads; found by kernels/dist's tests).
+// split (tiny problems differed between threads; found by conformance/dist's tests).
 TEST(ReferenceAttention, BitwiseTheSameOnEveryThreadAndHeapLayout) {
   for (const auto& [S, T, D] : {std::array<std::int64_t, 3>{2, 3, 8}, {3, 5, 6}, {2, 2, 16}, {5, 9, 12}}) {
     const Problem p = make_problem(1, 2, 2, S, T, D, D, Mask::none);
@@ -444,7 +444,7 @@ TEST(ReferenceAttention, BitwiseTheSameOnEveryThreadAndHeapLayout) {
 }
 
 TEST(ReferenceAttention, BadInputsThrowNamingTheTensorAndShapes) {
-  const Problem p = make_problem(1, 4, 2, 10, 12, 8, 6);
+  const Problem p = parse_problem("b1h4k2s10t12d8v6:dtype=f64");
   const Tensor q = normal({1, 10, 4, 8}, 1), k = normal({1, 12, 2, 8}, 2), v = normal({1, 12, 2, 6}, 3);
   EXPECT_NO_THROW((void)attention(p, q, k, v, Precision::fp64));
   auto message = [&](const Problem& pp, const Tensor& a, const Tensor& b, const Tensor& c) -> std::string {

@@ -1,17 +1,17 @@
 // `attest reference` end to end: layouts, precisions, and bad input (exit 2, nothing written).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <iterator>
 #include <string>
 
 #include "attention_test_util.hpp"
 #include "attest/core/output_files.hpp"
 #include "attest/datasets/npy.hpp"
 #include "attest/reference/attention.hpp"
+#include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::ref {
 namespace {
@@ -20,14 +20,6 @@ namespace fs = std::filesystem;
 
 class ReferenceCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attest_reference_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
   void save(const std::string& name, const Tensor& t) const {
@@ -38,17 +30,12 @@ class ReferenceCli : public ::testing::Test {
 
   // Exit status of `attest reference ARGS`; stderr is kept in err_.
   int run(const std::string& args) {
-    const std::string cmd = std::string(ATTEST_CLI) + " reference " + args + " > " + path("stdout.txt") + " 2> " +
-                            path("stderr.txt");
-    const int status = std::system(cmd.c_str());
-    std::ifstream f(path("stderr.txt"));
-    std::stringstream ss;
-    ss << f.rdbuf();
-    err_ = ss.str();
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    const auto r = attest::testing::run_cli("reference " + args, attest::testing::Stderr::apart);
+    err_ = r.err;
+    return r.code;
   }
 
-  fs::path dir_;
+  attest::testing::TempDir dir_{"reference_cli"};
   std::string err_;
 };
 
@@ -138,13 +125,10 @@ TEST_F(ReferenceCli, BadInputExitsTwoWithOneLineAndWritesNothing) {
 }
 
 TEST_F(ReferenceCli, HelpNamesEveryOption) {
-  const std::string cmd = std::string(ATTEST_CLI) + " reference --help > " + path("help.txt");
-  ASSERT_EQ(std::system(cmd.c_str()), 0);
-  std::ifstream f(path("help.txt"));
-  std::stringstream ss;
-  ss << f.rdbuf();
+  const auto help = attest::testing::run_cli("reference --help", attest::testing::Stderr::apart);
+  ASSERT_EQ(help.code, 0) << help.err;
   for (const char* opt : {"--q", "--k", "--v", "--out", "--lse", "--scale", "--mask", "--layout", "--precision", "--algorithm"})
-    EXPECT_NE(ss.str().find(opt), std::string::npos) << opt;
+    EXPECT_NE(help.out.find(opt), std::string::npos) << opt;
 }
 
 }  // namespace

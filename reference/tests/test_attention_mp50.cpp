@@ -43,7 +43,7 @@ TEST(ReferenceAttentionMp50, Fp64WithinRoundingBoundOfMp50) {
 // The two mp50 algorithms are each ~1e-48 from exact: after rounding to double they differ by at
 // most one ulp per element, on a problem with GQA, Dv != D, ragged tiles and causal_br.
 TEST(ReferenceAttentionMp50, OnlineAgreesWithDirectToOneUlp) {
-  const Problem p = test::make_problem(2, 4, 1, 100, 333, 16, 24, Mask::causal_br);
+  const Problem p = parse_problem("b2h4k1s100t333d16v24:mask=causal_br:dtype=f64");
   const Tensor q = test::normal({2, 100, 4, 16}, 103, DType::f32, 2.0);
   const Tensor k = test::normal({2, 333, 1, 16}, 104, DType::f32), v = test::normal({2, 333, 1, 24}, 105, DType::f32);
   const auto d = attention_typed<Mp50>(p, q, k, v, Algorithm::direct);

@@ -17,6 +17,8 @@
 #include "attention_test_util.hpp"
 #include "attest/datasets/npy.hpp"
 #include "attest/reference/attention.hpp"
+#include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::ref {
 namespace {
@@ -88,19 +90,17 @@ TEST(ReferenceOracle, CliMatchesTorchFloat64) {
     std::ifstream f(dir / "meta.json");
     const nlohmann::json meta = nlohmann::json::parse(f);
     if (meta.at("heads_q") == meta.at("heads_kv") && meta.at("mask") != "causal_br") continue;
-    const fs::path tmp = fs::temp_directory_path() / ("attest_oracle_cli_" + dir.filename().string());
-    fs::create_directories(tmp);
+    const attest::testing::TempDir tmp("oracle_cli");
     char scale[64];
     std::snprintf(scale, sizeof scale, "%.17g", meta.at("scale").get<double>());
-    const std::string cmd = std::string(ATTEST_CLI) + " reference --q " + (dir / "q.npy").string() + " --k " +
-                            (dir / "k.npy").string() + " --v " + (dir / "v.npy").string() + " --mask " +
-                            meta.at("mask").get<std::string>() + " --scale " + scale + " --out " +
-                            (tmp / "out.npy").string() + " --lse " + (tmp / "lse.npy").string() + " > /dev/null";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    const std::string args = "reference --q " + (dir / "q.npy").string() + " --k " + (dir / "k.npy").string() + " --v " +
+                             (dir / "v.npy").string() + " --mask " + meta.at("mask").get<std::string>() + " --scale " +
+                             scale + " --out " + (tmp / "out.npy").string() + " --lse " + (tmp / "lse.npy").string();
+    const auto r = attest::testing::run_cli(args, attest::testing::Stderr::apart);
+    ASSERT_EQ(r.code, 0) << args << "\n" << r.err;
     expect_matches(dir.filename().string() + " via CLI", test::values(datasets::read_npy(tmp / "out.npy")),
                    test::values(datasets::read_npy(tmp / "lse.npy")),
                    test::values(datasets::read_npy(dir / "out.npy")), test::values(datasets::read_npy(dir / "lse.npy")));
-    fs::remove_all(tmp);
     return;  // one case is enough: the library test covers all of them
   }
   GTEST_SKIP() << "no GQA or causal_br case among the oracle vectors";

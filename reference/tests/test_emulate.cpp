@@ -22,22 +22,15 @@
 #include "attest/reference/emulate.hpp"
 #include "attest/reference/formats.hpp"
 #include "attest/reference/quantize.hpp"
+#include "attention_test_util.hpp"
 
 namespace attest::ref {
 namespace {
 
+// head_dim_v = head_dim, bf16 inputs (Problem's default dtype).
 Problem problem(std::int64_t b, std::int64_t h, std::int64_t hk, std::int64_t s, std::int64_t t, std::int64_t d,
                 Mask mask = Mask::none) {
-  Problem p;
-  p.batch = b;
-  p.heads_q = h;
-  p.heads_kv = hk;
-  p.seqlen_q = s;
-  p.seqlen_kv = t;
-  p.head_dim = d;
-  p.head_dim_v = d;
-  p.mask = mask;
-  return p;
+  return test::make_problem(b, h, hk, s, t, d, d, mask, std::nullopt, DType::bf16);
 }
 
 // N(0, 1) float32, optionally rounded to bf16 (the dtype a bf16 kernel is fed).
@@ -347,7 +340,7 @@ TEST(Emulate, SageLseCorrectionUndoesKSmoothing) {
 
 TEST(Emulate, FullyMaskedRowsGiveZeroAndMinusInfinity) {
   // causal_br with S > T: query i sees keys j <= i + T - S, so rows 0..3 see none.
-  const Problem p = problem(1, 2, 1, 8, 4, 32, Mask::causal_br);
+  const Problem p = parse_problem("b1h2k1s8t4d32:mask=causal_br");
   const Tensor q = normal({1, 8, 2, 32}, 1), k = normal({1, 4, 1, 32}, 2), v = normal({1, 4, 1, 32}, 3);
   for (const char* name : {"bf16", "sage_int8_fp8_perthread", "fp8_fp8"}) {
     const auto e = emulate(p, parse_recipe(name), q, k, v);
@@ -393,10 +386,8 @@ Tensor tokens(const Tensor& x, std::int64_t start, std::int64_t len) {
 }
 
 TEST(Emulate, RaggedEqualsPerSequenceRunsBitwise) {
-  const std::int64_t D = 64;
-  Problem p = problem(3, 2, 1, 70, 90, D, Mask::causal_br);
-  p.cu_seqlens_q = {0, 37, 107, 110};
-  p.cu_seqlens_kv = {0, 50, 140, 150};
+  const Problem p = parse_problem("b3h2k1s70t90d64:mask=causal_br:cu_q=0,37,107,110:cu_kv=0,50,140,150");
+  const std::int64_t D = p.head_dim;
   const Tensor q = normal({1, 110, 2, D}, 7), k = normal({1, 150, 1, D}, 8), v = normal({1, 150, 1, D}, 9);
   for (const char* name : {"bf16", "sage_int8_fp8_perthread", "fp8_fp8", "mxfp6_fp4"}) {
     const Recipe r = parse_recipe(name);

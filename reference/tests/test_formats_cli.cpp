@@ -11,10 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "attest/testing/run_cli.hpp"
 #include "attest/core/output_files.hpp"
 #include "attest/datasets/npy.hpp"
 #include "attest/reference/formats.hpp"
+#include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 
 namespace attest::ref {
 namespace {
@@ -26,21 +27,13 @@ using attest::testing::run_cli;
 
 class CodecCli : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("attest_codec_cli_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string path(const char* name) const { return (dir_ / name).string(); }
   void write(const char* name, const Tensor& t) const {
     OutputFiles out;
     datasets::write_npy(out, dir_ / name, t);
     out.commit();
   }
-  fs::path dir_;
+  attest::testing::TempDir dir_{"codec_cli"};
 };
 
 std::vector<float> sample_inputs() {

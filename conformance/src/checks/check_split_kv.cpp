@@ -21,17 +21,6 @@
 namespace attest::conformance::checks {
 namespace {
 
-Tensor tokens(const Tensor& t, std::int64_t lo, std::int64_t hi) {
-  const auto v = t.view<float, 4>();
-  Tensor out(DType::f32, {v.shape[0], hi - lo, v.shape[2], v.shape[3]});
-  const auto o = out.view<float, 4>();
-  for (std::int64_t b = 0; b < v.shape[0]; ++b)
-    for (std::int64_t s = lo; s < hi; ++s)
-      for (std::int64_t h = 0; h < v.shape[2]; ++h)
-        for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, s - lo, h, d) = v(b, s, h, d);
-  return out;
-}
-
 struct Merged {
   Tensor out, lse;  // f64
 };
@@ -93,8 +82,8 @@ class SplitKv final : public Check {
     for (const Problem* q : {&p1, &p2})
       if (auto st = ctx.kernel().supports(*q, ctx.recipe()); !st) return unsupported("half problem refused: " + st.reason());
     const auto& in = ctx.inputs();
-    const datasets::Qkv h1{in.q, tokens(in.k, 0, T1), tokens(in.v, 0, T1)};
-    const datasets::Qkv h2{in.q, tokens(in.k, T1, p.seqlen_kv), tokens(in.v, T1, p.seqlen_kv)};
+    const datasets::Qkv h1{in.q, token_slice(in.k, 0, T1), token_slice(in.v, 0, T1)};
+    const datasets::Qkv h2{in.q, token_slice(in.k, T1, p.seqlen_kv), token_slice(in.v, T1, p.seqlen_kv)};
     const auto r1 = ctx.run(p1, h1), r2 = ctx.run(p2, h2);
     const auto& full = ctx.baseline();
     const auto e1 = ctx.emulate(p1, h1.q, h1.k, h1.v), e2 = ctx.emulate(p2, h2.q, h2.k, h2.v);

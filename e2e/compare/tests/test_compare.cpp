@@ -6,10 +6,7 @@
 // that adds d to frame t has MSE d^2 there, PSNR 20 log10(255 / |d|), and on flat frames
 // (variances 0) every preset's SSIM window reduces to
 // (2 v (v + d) + C1) / (v^2 + (v + d)^2 + C1), C1 = (0.01 * 255)^2.
-#include <unistd.h>
-
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -23,21 +20,17 @@
 #include "attest/core/status.hpp"
 #include "attest/e2e/compare.hpp"
 #include "attest/e2e/video_io.hpp"
+#include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
+#include "grey_clips.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using namespace attest::e2e;
+using namespace attest::e2e::test;  // grey_clips.hpp: clip, v_of, k_w, k_h
 
-constexpr int k_frames = 6, k_w = 48, k_h = 32;
-double v_of(int t) { return 60.0 + 20.0 * t; }
-
-std::vector<cv::Mat> clip(const std::vector<int>& offsets) {
-  std::vector<cv::Mat> f;
-  for (int t = 0; t < static_cast<int>(offsets.size()); ++t)
-    f.emplace_back(k_h, k_w, CV_8UC3, cv::Scalar::all(v_of(t) + offsets[static_cast<std::size_t>(t)]));
-  return f;
-}
+constexpr int k_frames = 6;
 
 double flat_ssim(double v, double d) {
   const double c1 = 6.5025;
@@ -46,13 +39,7 @@ double flat_ssim(double v, double d) {
 
 class Compare : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attest_e2e_compare_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  attest::testing::TempDir dir_{"e2e_compare"};
 };
 
 TEST_F(Compare, HandDerivedVerdictsOnFfv1AndPngSequences) {
@@ -209,11 +196,7 @@ TEST_F(Compare, AudioVerdicts) {
 }
 
 // The CLI end to end: exit codes, outputs written all-or-nothing, one-line errors.
-int run_cli(const std::string& args) {
-  const std::string cmd = std::string(ATTEST_CLI) + " " + args + " >/dev/null 2>&1";
-  const int rc = std::system(cmd.c_str());
-  return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-}
+using attest::testing::run_cli;
 
 TEST_F(Compare, Cli) {
   write_video(dir_ / "ref", clip({0, 0, 0, 0, 0, 0}));
@@ -224,30 +207,32 @@ TEST_F(Compare, Cli) {
   const std::string d = dir_.string();
   const std::string outs = " --json " + d + "/r.json --markdown " + d + "/r.md --html " + d + "/r.html --strip " + d +
                            "/s.png --strip-frames 0,2,5";
-  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --floor " + d + "/floor --test good=" + d + "/good" + outs), 0);
+  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --floor " + d + "/floor --test good=" + d + "/good" + outs).code,
+            0);
   EXPECT_TRUE(fs::exists(dir_ / "r.json") && fs::exists(dir_ / "r.md") && fs::exists(dir_ / "r.html") && fs::exists(dir_ / "s.png"));
   std::ifstream jf(dir_ / "r.json");
   const nlohmann::json j = nlohmann::json::parse(jf);
   EXPECT_EQ(j["strip_frames"], nlohmann::json::array({0, 2, 5}));
-  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --floor " + d + "/floor --test bad=" + d + "/bad"), 1);
+  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --floor " + d + "/floor --test bad=" + d + "/bad").code, 1);
   fs::remove(dir_ / "r.json");
-  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --test short=" + d + "/short --json " + d + "/r.json"), 2);
+  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --test short=" + d + "/short --json " + d + "/r.json").code, 2);
   EXPECT_FALSE(fs::exists(dir_ / "r.json"));  // nothing half-written
-  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --test short=" + d + "/short --allow-truncate"), 0);
-  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --test bad=" + d + "/bad --ssim gauss"), 2);
+  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --test short=" + d + "/short --allow-truncate").code, 0);
+  EXPECT_EQ(run_cli("e2e compare --ref " + d + "/ref --test bad=" + d + "/bad --ssim gauss").code, 2);
   const std::string data = ATTEST_MEDIA_TEST_DATA;
-  EXPECT_EQ(run_cli("metrics image " + data + "/camera.png " + data + "/camera_noisy.png --json " + d + "/i.json"), 0);
+  EXPECT_EQ(run_cli("metrics image " + data + "/camera.png " + data + "/camera_noisy.png --json " + d + "/i.json").code,
+            0);
   std::ifstream jf2(dir_ / "i.json");
   const nlohmann::json ji = nlohmann::json::parse(jf2);
   EXPECT_NEAR(ji["psnr"].get<double>(), 22.409353, 5e-7);
   EXPECT_NEAR(ji["ssim"].get<double>(), 0.3579642, 5e-8);
-  EXPECT_EQ(run_cli("metrics image " + data + "/camera.png " + data + "/astronaut_small.png"), 2);
-  EXPECT_EQ(run_cli("metrics image " + data + "/camera.png " + d + "/missing.png"), 2);
+  EXPECT_EQ(run_cli("metrics image " + data + "/camera.png " + data + "/astronaut_small.png").code, 2);
+  EXPECT_EQ(run_cli("metrics image " + data + "/camera.png " + d + "/missing.png").code, 2);
   attest::metrics::write_audio_wav16(dir_ / "a.wav", {8000, {{0.5, -0.25, 0.125}}});
   attest::metrics::write_audio_wav16(dir_ / "b.wav", {8000, {{0.5, -0.25}}});
-  EXPECT_EQ(run_cli("metrics audio " + d + "/a.wav " + d + "/a.wav --json " + d + "/a.json"), 0);
-  EXPECT_EQ(run_cli("metrics audio " + d + "/a.wav " + d + "/b.wav"), 2);
-  EXPECT_EQ(run_cli("metrics audio " + d + "/a.wav " + d + "/b.wav --allow-truncate"), 0);
+  EXPECT_EQ(run_cli("metrics audio " + d + "/a.wav " + d + "/a.wav --json " + d + "/a.json").code, 0);
+  EXPECT_EQ(run_cli("metrics audio " + d + "/a.wav " + d + "/b.wav").code, 2);
+  EXPECT_EQ(run_cli("metrics audio " + d + "/a.wav " + d + "/b.wav --allow-truncate").code, 0);
 }
 
 }  // namespace

@@ -1,12 +1,9 @@
 // "Adding a metric is one file": this file registers a metric that exists only in this test
 // binary and finds it in the comparison, the verdict, the Markdown, the JSON and the HTML, with
-// no other file touched. The clips are the flat grey frames of test_compare.cpp, whose errors
-// follow by hand: frame t of the reference is v_t = 60 + 20 t everywhere; a run adding d to frame
-// t has max |Y_test - Y_ref| = |d| there.
-#include <unistd.h>
-
+// no other file touched. The clips are the flat grey frames of test_compare.cpp (grey_clips.hpp),
+// whose errors follow by hand: frame t of the reference is v_t = 60 + 20 t everywhere; a run
+// adding d to frame t has max |Y_test - Y_ref| = |d| there.
 #include <algorithm>
-#include <cstdlib>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -18,6 +15,8 @@
 #include "attest/e2e/compare.hpp"
 #include "attest/e2e/video_io.hpp"
 #include "attest/metrics/media_registry.hpp"
+#include "attest/testing/temp_dir.hpp"
+#include "grey_clips.hpp"
 
 namespace {
 
@@ -60,16 +59,10 @@ m::MediaMetric make_max_abs_err() {
 }
 ATTEST_REGISTER_MEDIA_METRIC(make_max_abs_err());
 
-std::vector<cv::Mat> clip(const std::vector<int>& offsets) {
-  std::vector<cv::Mat> f;
-  for (int t = 0; t < static_cast<int>(offsets.size()); ++t)
-    f.emplace_back(32, 48, CV_8UC3, cv::Scalar::all(60 + 20 * t + offsets[static_cast<std::size_t>(t)]));
-  return f;
-}
+using attest::e2e::test::clip;
 
 TEST(MediaRegistry, ExtraMetricReachesCompareVerdictAndReports) {
-  const fs::path dir = fs::temp_directory_path() / ("attest_metric_registry_" + std::to_string(::getpid()));
-  fs::create_directories(dir);
+  const attest::testing::TempDir dir("metric_registry");
   write_video(dir / "ref", clip({0, 0, 0, 0, 0, 0}));
   write_video(dir / "floor", clip({1, 1, 1, 1, 1, 1}));
   write_video(dir / "good", clip({1, -1, 1, -1, 1, -1}));
@@ -82,7 +75,6 @@ TEST(MediaRegistry, ExtraMetricReachesCompareVerdictAndReports) {
   o.threads = 2;
   EXPECT_EQ(o.margins.get("max_abs_err"), 1.0);  // the registration's margin row
   const CompareReport r = compare(in, o);
-  fs::remove_all(dir);
 
   // Computed per frame, summarised, judged (lower is better: 3 > floor's 1 + margin 1).
   const auto& bad = r.runs[3].metrics.at("max_abs_err");

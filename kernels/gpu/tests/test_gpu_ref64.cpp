@@ -16,30 +16,13 @@
 #include "attest/kernels/gpu/attn_fwd_ref64.hpp"
 #include "attest/kernels/kernel.hpp"
 #include "gpu_test_util.hpp"
+#include "kernel_test_util.hpp"
 
 namespace attest::gpu {
 namespace {
 
 constexpr double kTol = 1e-13;
 const double kNan = std::numeric_limits<double>::quiet_NaN();
-
-Tensor relayout(const Tensor& x, Layout l, std::int64_t pad) {
-  const Shape sh = x.shape();
-  const std::int64_t B = sh[0], S = sh[1], H = sh[2], C = sh[3];
-  Tensor t;
-  if (l == Layout::bhsd) t = Tensor(DType::f32, {B, H, S, C}).permute({0, 2, 1, 3});
-  else if (l == Layout::strided) t = Tensor::strided(DType::f32, sh, {S * H * (C + pad), H * (C + pad), C + pad, 1}, 0, B * S * H * (C + pad));
-  else t = Tensor(DType::f32, sh);
-  auto* all = reinterpret_cast<float*>(t.storage().data());
-  for (std::size_t i = 0; i < t.storage().size() / 4; ++i) all[i] = std::numeric_limits<float>::quiet_NaN();
-  const auto src = x.view<float, 4>();
-  const auto dst = t.view<float, 4>();
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t s = 0; s < S; ++s)
-      for (std::int64_t h = 0; h < H; ++h)
-        for (std::int64_t c = 0; c < C; ++c) dst(b, s, h, c) = src(b, s, h, c);
-  return t;
-}
 
 struct Out {
   std::vector<double> out, lse;  // contiguous [B|1,tokens,H,Dv] and [B|1,H,tokens]
@@ -78,7 +61,9 @@ Out run_registry(const Problem& p, const datasets::Qkv& in) {
   if (k == nullptr) throw Error("gpu.ref64 is not registered");
   const Recipe r = parse_recipe("q=f32;k=f32;v=f32;p=f32;out=f32");
   if (auto st = k->supports(p, r); !st) throw Error("gpu.ref64 refused " + to_string(p) + ": " + st.reason());
-  const Tensor q = relayout(in.q, p.layout, p.pad), kk = relayout(in.k, p.layout, p.pad), v = relayout(in.v, p.layout, p.pad);
+  const float nan = std::numeric_limits<float>::quiet_NaN();  // in the unused (pad) elements
+  const auto laid_out = [&](const Tensor& x) { return kernels::test::relayout(x, p.layout, p.pad, nan); };
+  const Tensor q = laid_out(in.q), kk = laid_out(in.k), v = laid_out(in.v);
   Shape osh = in.q.shape();
   osh[3] = p.head_dim_v;
   Tensor out(DType::f64, osh), lse(DType::f64, {osh[0], p.heads_q, osh[1]});

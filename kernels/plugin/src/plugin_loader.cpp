@@ -11,6 +11,7 @@
 #include <mutex>
 
 #include "attest/kernels/kernel.hpp"
+#include "attest/kernels/plugin_abi.hpp"
 #include "attest/plugin.h"
 #if ATTEST_KERNELS_PLUGIN_GPU
 #include "attest/kernels/gpu/device.hpp"
@@ -35,7 +36,6 @@ static_assert(ATTEST_PLUGIN_LAYOUT_BSHD == static_cast<int>(Layout::bshd) && ATT
 constexpr std::uint32_t kDtypeBits = (1u << (ATTEST_PLUGIN_DTYPE_B8 + 1)) - 1;
 constexpr std::uint32_t kMaskBits = (1u << (ATTEST_PLUGIN_MASK_CAUSAL_BR + 1)) - 1;
 constexpr std::uint32_t kLayoutBits = (1u << (ATTEST_PLUGIN_LAYOUT_STRIDED + 1)) - 1;
-constexpr std::size_t kMessageBytes = 1024;
 
 bool valid_name(const char* s, bool allow_dot) {
   if (s == nullptr || *s == '\0') return false;
@@ -47,55 +47,6 @@ bool valid_name(const char* s, bool allow_dot) {
   }
   return true;
 }
-
-// The first line of a plugin's message, bounded; the plugin may forget the terminator.
-std::string first_line(char* buf, std::size_t size) {
-  buf[size - 1] = '\0';
-  std::string s(buf);
-  s = s.substr(0, s.find_first_of("\r\n"));
-  return s.empty() ? "(no message)" : s;
-}
-
-attest_plugin_tensor c_tensor(const Tensor& t, const char* what) {
-  if (t.rank() > ATTEST_PLUGIN_MAX_RANK)
-    throw Error(std::string(what) + ": rank " + std::to_string(t.rank()) + " exceeds the plugin ABI's " +
-                std::to_string(ATTEST_PLUGIN_MAX_RANK));
-  attest_plugin_tensor c{};
-  c.struct_size = sizeof c;
-  c.dtype = static_cast<std::uint32_t>(t.dtype());
-  c.rank = t.rank();
-  c.data = t.raw();
-  for (int d = 0; d < t.rank(); ++d) {
-    c.shape[d] = t.shape()[static_cast<std::size_t>(d)];
-    c.strides[d] = t.strides()[static_cast<std::size_t>(d)];
-  }
-  return c;
-}
-
-struct ProblemC {
-  attest_plugin_problem c{};
-  std::string text;
-  explicit ProblemC(const Problem& p) : text(to_string(p)) {
-    c.struct_size = sizeof c;
-    c.mask = static_cast<std::uint32_t>(p.mask);
-    c.layout = static_cast<std::uint32_t>(p.layout);
-    c.dtype = static_cast<std::uint32_t>(p.dtype);
-    c.batch = p.batch;
-    c.heads_q = p.heads_q;
-    c.heads_kv = p.heads_kv;
-    c.seqlen_q = p.seqlen_q;
-    c.seqlen_kv = p.seqlen_kv;
-    c.head_dim = p.head_dim;
-    c.head_dim_v = p.head_dim_v;
-    c.pad = p.pad;
-    c.softmax_scale = p.scale();
-    if (p.ragged()) {
-      c.cu_seqlens_q = p.cu_seqlens_q.data();
-      c.cu_seqlens_kv = p.cu_seqlens_kv.data();
-    }
-    c.text = text.c_str();
-  }
-};
 
 // One loaded library: its handle (never closed: registry entries point into its code) and the
 // lock that serialises kernels that do not declare ATTEST_PLUGIN_CAP_THREAD_SAFE.
@@ -120,30 +71,11 @@ class PluginKernel final : public Kernel {
   std::vector<std::string> recipes() const override { return recipes_; }
   std::vector<std::string> configs() const override { return configs_; }
   Capabilities capabilities() const override {
-    Capabilities c;
-    c.head_dims.assign(k_.head_dims, k_.head_dims + k_.n_head_dims);
-    c.masks.clear();
-    for (Mask m : {Mask::none, Mask::causal_tl, Mask::causal_br})
-      if ((k_.masks >> static_cast<int>(m) & 1u) != 0) c.masks.push_back(m);
-    c.layouts.clear();
-    for (Layout l : {Layout::bshd, Layout::bhsd, Layout::packed_qkv, Layout::strided})
-      if ((k_.layouts >> static_cast<int>(l) & 1u) != 0) c.layouts.push_back(l);
-    const auto has = [&](std::uint32_t bit) { return (k_.flags & bit) != 0; };
-    c.gqa = has(ATTEST_PLUGIN_CAP_GQA);
-    c.cross = has(ATTEST_PLUGIN_CAP_CROSS);
-    c.ragged = has(ATTEST_PLUGIN_CAP_RAGGED);
-    c.head_dim_v = has(ATTEST_PLUGIN_CAP_HEAD_DIM_V);
-    c.lse = has(ATTEST_PLUGIN_CAP_LSE);
-    c.graph_capturable = has(ATTEST_PLUGIN_CAP_GRAPH_CAPTURABLE);
-    c.deterministic = has(ATTEST_PLUGIN_CAP_DETERMINISTIC);
-    c.bitwise = has(ATTEST_PLUGIN_CAP_BITWISE);
-    return c;
+    return plugin_abi::capabilities({k_.head_dims, k_.n_head_dims}, k_.masks, k_.layouts, k_.flags);
   }
 
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
-    if (k_.dtypes != 0 && (k_.dtypes >> static_cast<int>(p.dtype) & 1u) == 0)
-      return Status::unsupported("problem dtype " + std::string(dtype_name(p.dtype)) + " not supported");
     if (k_.memory == ATTEST_PLUGIN_MEMORY_DEVICE) {
 #if ATTEST_KERNELS_PLUGIN_GPU
       if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");
@@ -151,66 +83,33 @@ class PluginKernel final : public Kernel {
       return Status::unsupported("device-memory plugin kernel, and this attest build has no GPU backend");
 #endif
     }
-    if (k_.supports != nullptr) {
-      const ProblemC pc(p);
-      const std::string recipe = to_string(r);
-      char reason[kMessageBytes] = {};
-      if (k_.supports(k_.context, &pc.c, recipe.c_str(), reason, sizeof reason) != 1)
-        return Status::unsupported(first_line(reason, sizeof reason));
-    }
-    return Status::ok();
+    return plugin_abi::supports(k_.supports, k_.context, k_.dtypes, p, r);
   }
 
   void run(const Args& a) override {
     if (auto st = supports(a.problem, a.recipe); !st) throw Error(name_ + ": " + st.reason());
-    ProblemC pc(a.problem);
-    const std::string recipe = to_string(a.recipe), label = recipe_label(a.recipe), config(a.config);
-    Tensors t{c_tensor(a.q, "q"), c_tensor(a.k, "k"), c_tensor(a.v, "v"), c_tensor(a.out, "out"), {}};
-    if (a.lse != nullptr) t.lse = c_tensor(*a.lse, "lse");
-    attest_plugin_run_args ra{};
-    ra.struct_size = sizeof ra;
-    ra.problem = &pc.c;
-    ra.recipe = recipe.c_str();
-    ra.recipe_label = label.c_str();
-    ra.config = config.c_str();
-    ra.q = &t.q;
-    ra.k = &t.k;
-    ra.v = &t.v;
-    ra.out = &t.out;
-    ra.lse = a.lse != nullptr ? &t.lse : nullptr;
+    plugin_abi::RunArgsC c(a);
     if (k_.memory == ATTEST_PLUGIN_MEMORY_DEVICE) {
-      run_device(a, pc, t, ra);
+      run_device(a, c);
     } else {
-      call(ra);
+      call(c.ra);
     }
   }
 
  private:
-  struct Tensors {
-    attest_plugin_tensor q, k, v, out, lse;
-  };
-
   void call(const attest_plugin_run_args& ra) {
-    char message[kMessageBytes] = {};
-    int rc = 0;
-    if ((k_.flags & ATTEST_PLUGIN_CAP_THREAD_SAFE) != 0) {
-      rc = k_.run(k_.context, &ra, message, sizeof message);
-    } else {
-      const std::lock_guard<std::mutex> lock(lib_->serial);
-      rc = k_.run(k_.context, &ra, message, sizeof message);
-    }
-    if (rc != 0)
-      throw Error("plugin kernel " + name_ + " (" + lib_->file + ") reported failure " + std::to_string(rc) + ": " +
-                  first_line(message, sizeof message));
+    std::string message;
+    if (const int rc = plugin_abi::call(k_.run, k_.context, k_.flags, lib_->serial, ra, message); rc != 0)
+      throw Error("plugin kernel " + name_ + " (" + lib_->file + ") reported failure " + std::to_string(rc) + ": " + message);
   }
 
 #if ATTEST_KERNELS_PLUGIN_GPU
   // Device kernels get device copies of every buffer (one per distinct host buffer, so views of
   // one allocation stay views, and guard zones around out/lse travel with it), run on the default
   // stream, and the written buffers come back whole.
-  void run_device(const Args& a, ProblemC& pc, Tensors& ct, attest_plugin_run_args& ra) {
+  void run_device(const Args& a, plugin_abi::RunArgsC& c) {
     std::map<const std::byte*, gpu::DeviceBuffer> buffers;
-    auto to_device = [&](const Tensor& t, attest_plugin_tensor& c) {
+    auto to_device = [&](const Tensor& t, attest_plugin_tensor& ct) {
       const auto st = t.storage();
       auto it = buffers.find(st.data());
       if (it == buffers.end()) {
@@ -218,13 +117,13 @@ class PluginKernel final : public Kernel {
         buf.upload(st.data(), st.size());
         it = buffers.emplace(st.data(), std::move(buf)).first;
       }
-      c.data = it->second.as<std::byte>() + (t.raw() - st.data());
+      ct.data = it->second.as<std::byte>() + (t.raw() - st.data());
     };
-    to_device(a.q, ct.q);
-    to_device(a.k, ct.k);
-    to_device(a.v, ct.v);
-    to_device(a.out, ct.out);
-    if (a.lse != nullptr) to_device(*a.lse, ct.lse);
+    to_device(a.q, c.q);
+    to_device(a.k, c.k);
+    to_device(a.v, c.v);
+    to_device(a.out, c.out);
+    if (a.lse != nullptr) to_device(*a.lse, c.lse);
     gpu::DeviceBuffer cu;
     const Problem& p = a.problem;
     if (p.ragged()) {
@@ -232,11 +131,11 @@ class PluginKernel final : public Kernel {
       host.insert(host.end(), p.cu_seqlens_kv.begin(), p.cu_seqlens_kv.end());
       cu = gpu::DeviceBuffer(host.size() * sizeof(std::int64_t));
       cu.upload(host.data(), cu.bytes());
-      pc.c.cu_seqlens_q_device = cu.as<std::int64_t>();
-      pc.c.cu_seqlens_kv_device = cu.as<std::int64_t>() + p.cu_seqlens_q.size();
+      c.problem.c.cu_seqlens_q_device = cu.as<std::int64_t>();
+      c.problem.c.cu_seqlens_kv_device = cu.as<std::int64_t>() + p.cu_seqlens_q.size();
     }
-    ra.stream = nullptr;
-    call(ra);
+    c.ra.stream = nullptr;
+    call(c.ra);
     gpu::synchronize();
     for (const Tensor* t : {&a.out, a.lse}) {
       if (t == nullptr) continue;
@@ -245,7 +144,7 @@ class PluginKernel final : public Kernel {
     }
   }
 #else
-  void run_device(const Args&, ProblemC&, Tensors&, attest_plugin_run_args&) {
+  void run_device(const Args&, plugin_abi::RunArgsC&) {
     throw Error(name_ + ": device-memory plugin kernel, and this attest build has no GPU backend");
   }
 #endif

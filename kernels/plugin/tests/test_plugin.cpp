@@ -3,7 +3,6 @@
 // faulty plugin's dropped KV tile caught exactly where a row spans more than one tile, a kernel
 // that reports failure, and `attest gate/run --plugin` on the command line.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -15,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attest/testing/run_cli.hpp"
+#include "attest/testing/temp_dir.hpp"
 #include "attest/conformance/gate.hpp"
 #include "attest/kernels/kernel.hpp"
 #include "attest/kernels/plugin_loader.hpp"
@@ -47,10 +47,10 @@ void expect_error(const std::string& path, const std::string& needle) {
 TEST(PluginLoader, MissingFile) { expect_error("/nonexistent/attest_plugin.so", ": no such file"); }
 
 TEST(PluginLoader, NotASharedLibrary) {
-  const fs::path p = fs::temp_directory_path() / ("attest_not_a_plugin_" + std::to_string(::getpid()) + ".so");
+  const attest::testing::TempDir dir("plugin");
+  const fs::path p = dir / "attest_not_a_plugin.so";
   std::ofstream(p) << "not an ELF file\n";
   expect_error(p.string(), ": cannot load: ");
-  fs::remove(p);
 }
 
 TEST(PluginLoader, MissingSymbol) { expect_error(bad("no_symbol"), ": no symbol attest_plugin_query"); }
@@ -231,16 +231,11 @@ Run sh(const std::string& args) { return attest::testing::run_cli(args); }
 class PluginCli : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("attest_plugin_cli_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     std::ofstream(dir_ / "mini.cases") << "kernel=* recipe=* problem=b1h2s40t150d32 dist=normal seed=1 check=accuracy,poison\n"
                                           "kernel=* recipe=* problem=b2h2s33d16:mask=causal_tl dist=sink seed=2 check=accuracy,canary\n";
   }
-  void TearDown() override { fs::remove_all(dir_); }
   std::string d(const char* sub) const { return (dir_ / sub).string(); }
-  fs::path dir_;
+  attest::testing::TempDir dir_{"plugin_cli"};
 };
 
 TEST_F(PluginCli, ExamplePassesAndFaultyFailsWithARunnableReproLine) {

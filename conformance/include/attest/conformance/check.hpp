@@ -61,6 +61,9 @@ KernelOutput make_outputs(const Problem& p, Layout layout, std::int64_t pad, std
                           std::int64_t slack, std::uint32_t fill, bool with_lse);
 /// Copies logical values (f32, rank <= 4, any strides) from src into dst (same shape).
 void copy_values(const Tensor& src, const Tensor& dst);
+/// Tokens [lo, hi) of dimension 1 of a [B,S,H,D] f32 tensor (any strides), as a contiguous f32
+/// tensor: the K/V shards of the split-KV check and of the Python merge study.
+Tensor token_slice(const Tensor& t, std::int64_t lo, std::int64_t hi);
 
 struct CheckOptions {
   int determinism_runs = 5;  ///< reruns compared bitwise with the baseline
@@ -133,8 +136,16 @@ class Check {
   [[nodiscard]] virtual Outcome run(Context& ctx) const = 0;
 };
 
-/// The registry, in a stable order.
+/// The registry, in a stable order: the built-in checks, then registered ones.
 std::span<const Check* const> all_checks();
+/// Adds a check defined outside conformance/src/checks (a test, a downstream tool) after the
+/// built-in ones; throws attest::Error on a name already registered. Call it during static
+/// initialisation (ATTEST_REGISTER_CHECK), before any all_checks() span is held.
+void register_check(std::unique_ptr<Check> check);
+/// Static registration helper; use ATTEST_REGISTER_CHECK.
+struct CheckRegistrar {
+  explicit CheckRegistrar(std::unique_ptr<Check> (*make)());
+};
 /// nullptr when absent.
 const Check* find_check(std::string_view name);
 /// Checks whose names match a glob or a comma-separated list of globs; throws attest::Error
@@ -146,3 +157,10 @@ std::vector<const Check*> match_checks(std::string_view globs);
 Result run_check(Context& ctx, const Check& check);
 
 }  // namespace attest::conformance
+
+#define ATTEST_CHECK_CAT2(a, b) a##b
+#define ATTEST_CHECK_CAT(a, b) ATTEST_CHECK_CAT2(a, b)
+/// ATTEST_REGISTER_CHECK([] -> std::unique_ptr<Check> { return std::make_unique<MyCheck>(); });
+/// In a source compiled into the executable (or an OBJECT library), so the linker keeps it.
+#define ATTEST_REGISTER_CHECK(make) \
+  static const ::attest::conformance::CheckRegistrar ATTEST_CHECK_CAT(attest_check_registrar_, __LINE__){make}

@@ -67,5 +67,10 @@ struct Problem {
 std::string to_string(const Problem& p);
 /// Parses the string form; throws attest::Error naming the defect.
 Problem parse_problem(std::string_view s);
+/// Sets the sizes of a non-ragged problem from logical bshd extents q [B,S,H,D], k [B,T,Hkv,D],
+/// v [B,T,Hkv,Dv] (B, H and D from q, T and Hkv from k, Dv from v; every other field is left as
+/// it is, and validate() or the caller checks that the rest agrees).
+void set_sizes_bshd(Problem& p, const std::vector<std::int64_t>& q, const std::vector<std::int64_t>& k,
+                    const std::vector<std::int64_t>& v);
 
 }  // namespace attest
