@@ -33,9 +33,8 @@ attest_library(attest_bench
        OpenMP::OpenMP_CXX)
 target_include_directories(attest_bench PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/src)
 if(TARGET attest_gpu)
-  # Device kernels registering a DeviceLaunch are timed with device events (gpu/device.hpp).
+  # Device kernels with a device side (Kernel::device()) are timed with device events (gpu/device.hpp).
   target_link_libraries(attest_bench PUBLIC attest_gpu)
-  target_sources(attest_bench PRIVATE src/bench_device_ref64.cpp)
   target_compile_definitions(attest_bench PRIVATE ATTEST_BENCH_GPU=1)
 endif()
 

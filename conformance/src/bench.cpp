@@ -18,7 +18,7 @@
 #include "attest/core/recipe.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/distributions.hpp"
-#include "attest/kernels/device_launch.hpp"
+#include "attest/kernels/device_entry.hpp"
 #include "attest/kernels/kernel.hpp"
 #include "attest/reference/quantize.hpp"
 #include "bench_shapes.hpp"
@@ -28,10 +28,6 @@
 #endif
 
 namespace attest::conformance {
-
-#if defined(ATTEST_BENCH_GPU)
-void register_bench_device_launchers();  // bench_device_ref64.cpp
-#endif
 
 namespace {
 
@@ -80,9 +76,12 @@ nlohmann::json stats_json(const std::vector<double>& samples_ms) {
   return j;
 }
 
-/// Host timing: `warmup` calls, then `repeat` samples of k back-to-back calls each (k chosen from
-/// the warm-up so a sample lasts >= min_sample_ms); call(i) runs on input copy i.
-std::vector<double> time_host(const std::function<void(int)>& call, int copies, const BenchOptions& o, int& calls_per_sample) {
+/// `warmup` calls, then `repeat` samples of k back-to-back calls each (k chosen from the warm-up
+/// so a sample lasts >= min_sample_ms); call(i) runs on input copy i. `start()` and `stop_ms()`
+/// are the clock around a sample.
+template <class Start, class StopMs>
+std::vector<double> time_calls(const std::function<void(int)>& call, int copies, const BenchOptions& o, int& calls_per_sample,
+                               Start&& start, StopMs&& stop_ms) {
   int next = 0;
   auto one = [&] {
     call(next);
@@ -90,48 +89,98 @@ std::vector<double> time_host(const std::function<void(int)>& call, int copies, 
   };
   double warm_ms = 0;
   for (int i = 0; i < std::max(1, o.warmup); ++i) {
-    const auto t0 = Clock::now();
+    start();
     one();
-    warm_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    warm_ms = stop_ms();
   }
   calls_per_sample = warm_ms >= o.min_sample_ms ? 1 : static_cast<int>(std::min(10000.0, std::ceil(o.min_sample_ms / std::max(warm_ms, 1e-4))));
   std::vector<double> out;
   for (int r = 0; r < o.repeat; ++r) {
-    const auto t0 = Clock::now();
+    start();
     for (int c = 0; c < calls_per_sample; ++c) one();
-    out.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count() / calls_per_sample);
+    out.push_back(stop_ms() / calls_per_sample);
   }
   return out;
 }
 
-#if defined(ATTEST_BENCH_GPU)
-/// Device timing: events around k launches per sample (k from the warm-up, as on the host).
-std::vector<double> time_device(kernels::DeviceLaunch& l, bool graph, int copies, const BenchOptions& o, int& calls_per_sample) {
-  gpu::EventTimer timer;
-  int next = 0;
-  auto one = [&] {
-    if (graph) {
-      if (!l.replay(next)) throw Error("graph replay is not supported by this kernel");
-    } else {
-      l.launch(next);
-    }
-    next = (next + 1) % copies;
-  };
-  double warm_ms = 0;
-  for (int i = 0; i < std::max(1, o.warmup); ++i) {
-    timer.start();
-    one();
-    warm_ms = timer.stop_ms();
-  }
-  calls_per_sample = warm_ms >= o.min_sample_ms ? 1 : static_cast<int>(std::min(10000.0, std::ceil(o.min_sample_ms / std::max(warm_ms, 1e-4))));
-  std::vector<double> out;
-  for (int r = 0; r < o.repeat; ++r) {
-    timer.start();
-    for (int c = 0; c < calls_per_sample; ++c) one();
-    out.push_back(timer.stop_ms() / calls_per_sample);
-  }
-  return out;
+/// Host timing: the steady clock around each sample.
+std::vector<double> time_host(const std::function<void(int)>& call, int copies, const BenchOptions& o, int& calls_per_sample) {
+  Clock::time_point t0;
+  return time_calls(
+      call, copies, o, calls_per_sample, [&] { t0 = Clock::now(); },
+      [&] { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); });
 }
+
+#if defined(ATTEST_BENCH_GPU)
+/// Device timing: events on the default stream around each sample.
+std::vector<double> time_device(const std::function<void(int)>& launch, int copies, const BenchOptions& o, int& calls_per_sample) {
+  gpu::EventTimer timer;
+  return time_calls(launch, copies, o, calls_per_sample, [&] { timer.start(); }, [&] { return timer.stop_ms(); });
+}
+
+/// A kernel's device side (Kernel::device()) on device-resident buffers: `copies` copies of the
+/// inputs (rotated past the device caches), one output, LSE, cu_seqlens and workspace, uploaded
+/// once; launch(i) enqueues one forward pass on copy i on the default stream, with no host copy
+/// and no synchronisation, so the events around it time the kernel alone.
+class DeviceRun {
+ public:
+  DeviceRun(const kernels::DeviceEntry& e, const Problem& p, const Recipe& r, const datasets::Qkv& in, bool lse, int copies)
+      : e_(e), p_(p), r_(r) {
+    for (const Tensor* t : {&in.q, &in.k, &in.v})
+      if (t->dtype() != DType::f32 || t->strides() != contiguous_strides(t->shape()))
+        throw Error("bench: a device side takes contiguous f32 inputs");
+    auto upload = [](const Tensor& t) {
+      gpu::DeviceBuffer b(t.storage().size());
+      b.upload(t.storage().data(), t.storage().size());
+      return b;
+    };
+    for (int c = 0; c < copies; ++c) {
+      q_.push_back(upload(in.q));
+      k_.push_back(upload(in.k));
+      v_.push_back(upload(in.v));
+    }
+    const bool rg = p.ragged();
+    const std::int64_t bq = rg ? 1 : p.batch, tq = rg ? p.cu_seqlens_q.back() : p.seqlen_q;
+    out_ = gpu::DeviceBuffer(static_cast<std::size_t>(bq * tq * p.heads_q * p.head_dim_v) * 4);
+    if (lse) lse_ = gpu::DeviceBuffer(static_cast<std::size_t>(bq * p.heads_q * tq) * 4);
+    if (rg) {
+      std::vector<std::int64_t> host(p.cu_seqlens_q);
+      host.insert(host.end(), p.cu_seqlens_kv.begin(), p.cu_seqlens_kv.end());
+      cu_ = gpu::DeviceBuffer(host.size() * sizeof(std::int64_t));
+      cu_.upload(host.data(), cu_.bytes());
+    }
+    if (const std::size_t ws = e.workspace_bytes(p, r); ws > 0) ws_ = gpu::DeviceBuffer(ws);
+  }
+  void launch(int i) const {
+    const auto c = static_cast<std::size_t>(i);
+    kernels::DeviceIo io;
+    io.q = q_[c].as<const float>();
+    io.k = k_[c].as<const float>();
+    io.v = v_[c].as<const float>();
+    io.out = out_.as<float>();
+    io.lse = lse_.as<float>();
+    if (cu_.data() != nullptr) {
+      io.cu_q = cu_.as<const std::int64_t>();
+      io.cu_kv = io.cu_q + p_.cu_seqlens_q.size();
+    }
+    io.workspace = ws_.data();
+    e_.enqueue(p_, r_, io, nullptr);
+  }
+  /// Waits for the launches and copies the output of the last one into `out` (host f32, the
+  /// contiguous [B,S,H,Dv] of kernels::Args).
+  void download(const Tensor& out) const {
+    gpu::synchronize();
+    if (out.dtype() != DType::f32 || out.storage().size() != out_.bytes()) throw Error("bench: device output of another shape");
+    out_.download(out.storage().data(), out_.bytes());
+  }
+
+ private:
+  const kernels::DeviceEntry& e_;
+  Problem p_;
+  Recipe r_;
+  std::vector<gpu::DeviceBuffer> q_, k_, v_;
+  gpu::DeviceBuffer out_, lse_, cu_, ws_;
+};
 #endif
 
 /// Largest cache size in sysfs (bytes), 0 when unreadable.
@@ -196,7 +245,8 @@ std::vector<std::string> builtin_shape_sets() {
 
 std::vector<ModelShape> load_shapes(const std::string& name_or_path) {
   if (name_or_path == "dit") {
-    // Every model set (the built-in sets other than the small CPU ones).
+    // Every model set: the built-in sets other than the small CPU ones, which datasets/shapes
+    // names cpu-*.shapes (a shape-set naming rule; no kernel is involved).
     std::vector<ModelShape> all;
     for (const auto& [k, text] : bench_shapes::files()) {
       if (k.rfind("cpu", 0) == 0) continue;
@@ -249,12 +299,10 @@ nlohmann::json run_bench(const BenchOptions& o) {
   if (o.repeat < 1) throw Error("bench: --repeat must be >= 1");
   if (o.shapes.empty()) throw Error("bench: no shapes");
   const auto dist = datasets::parse_distribution(o.dist);
-#if defined(ATTEST_BENCH_GPU)
-  register_bench_device_launchers();
-#endif
-  const bool mutants = o.kernel.rfind("mutant", 0) == 0;
+  const auto& reg = kernels::Registry::instance();
+  const bool mutants = reg.selects_planted_bugs(o.kernel);
   std::vector<kernels::Kernel*> ks;
-  for (const auto& k : kernels::Registry::instance().all()) {
+  for (const auto& k : reg.all()) {
     const bool is_mutant = k->capabilities().planted_bug;
     if (is_mutant && !mutants) continue;
     if (!o.kernel.empty() && !glob(o.kernel, k->name())) continue;
@@ -338,10 +386,10 @@ nlohmann::json run_bench(const BenchOptions& o) {
       continue;
     }
     const bool host = job.k->backend() == "cpu";
-    const auto* launcher = host ? nullptr : kernels::find_device_launcher(job.k->name());
-    if (!host && !launcher) {
+    const kernels::DeviceEntry* device = host ? nullptr : job.k->device();
+    if (!host && device == nullptr) {
       row["status"] = "not timed";
-      row["reason"] = "device kernel without a registered DeviceLaunch (its run() includes host<->device copies)";
+      row["reason"] = "device kernel without a device side (Kernel::device(); its run() includes host<->device copies)";
       emit(std::move(row));
       continue;
     }
@@ -372,25 +420,15 @@ nlohmann::json run_bench(const BenchOptions& o) {
         row["timer"] = "host";
       } else {
 #if defined(ATTEST_BENCH_GPU)
-        auto l = (*launcher)(kernels::Args{p, rc, qkv.q, qkv.k, qkv.v, out, lse_arg, ""}, copies);
-        samples = time_device(*l, false, copies, o, per_sample);
+        const DeviceRun dr(*device, p, rc, qkv, lse_arg != nullptr, copies);
+        samples = time_device([&](int i) { dr.launch(i); }, copies, o, per_sample);
         row["timer"] = "device";
         // A timed kernel must compute what run() computes: compare the device output bitwise.
         Tensor ref_out(DType::f32, out.shape());
         job.k->run(kernels::Args{p, rc, qkv.q, qkv.k, qkv.v, ref_out, lse_arg, ""});
-        l->download(out);
+        dr.download(out);
         row["output_matches_run"] = std::memcmp(out.storage().data(), ref_out.storage().data(), out.storage().size()) == 0;
-        if (o.graph) {
-          int gps = 1;
-          try {
-            auto g = time_device(*l, true, copies, o, gps);
-            row["graph"] = stats_json(g);
-            row["graph"]["calls_per_sample"] = gps;
-            row["graph"]["tflops"] = flops / (row["graph"]["median_ms"].get<double>() * 1e-3) * 1e-12;
-          } catch (const Error& e) {
-            row["graph"] = {{"status", "not timed"}, {"reason", e.what()}};
-          }
-        }
+        if (o.graph) row["graph"] = {{"status", "not timed"}, {"reason", "graph replay timing is not implemented for device sides yet"}};
 #else
         throw Error("device kernel in a build without a GPU backend");
 #endif

@@ -198,7 +198,7 @@ Expansion expand(const CaseFile& file, const Profile& profile, const Selection& 
       ex.errors.push_back("profile " + profile.name + " requires kernel '" + g + "' which this build does not register");
   const auto sel_checks = sel.check.empty() ? std::vector<const Check*>(all_checks().begin(), all_checks().end())
                                             : match_checks(sel.check);
-  const bool want_mutants = sel.kernel.starts_with("mutant");
+  const bool want_mutants = reg.selects_planted_bugs(sel.kernel);
   std::unordered_set<std::string> seen;
   for (const auto& t : file.templates) {
     const std::string where = "case file '" + file.name + "' line " + std::to_string(t.line);

@@ -95,11 +95,7 @@ class Ref64 final : public Kernel {
   }
 };
 
-ATTEST_REGISTER_KERNELS([] {
-  std::vector<std::unique_ptr<Kernel>> v;
-  v.push_back(std::make_unique<Ref64>());
-  return v;
-});
+ATTEST_REGISTER_KERNEL(Ref64);
 
 }  // namespace
 }  // namespace attest::kernels::cpu

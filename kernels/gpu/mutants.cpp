@@ -1,6 +1,7 @@
-// GPU mutants (test builds only): gpu.ref64 with one planted bug each in its device entry point
-// (device_entry.hpp), the path the sm90 gate's graph_* and device_* checks drive. Kernel::run is
-// gpu.ref64's own (correct) host path, so the host-tensor checks see a correct kernel: what
+// GPU mutants (test builds only): gpu.ref64 with one planted bug each in its device side
+// (Kernel::device(), device_entry.hpp), the path the sm90 gate's graph_* and device_* checks drive.
+// Each wraps gpu.ref64's own device side (a correct enqueue) with the bug around it. Kernel::run
+// is gpu.ref64's own (correct) host path, so the host-tensor checks see a correct kernel: what
 // catches these bugs is the device checks (and compute-sanitizer), which is what they test.
 //   mutant.gpu.stale_replay   Q is copied into a packed workspace only when the stream is not
 //                             capturing ("already packed during warm-up"): a replay reads the Q of
@@ -31,9 +32,7 @@
 #include <string>
 #include <vector>
 
-#include "attest/kernels/gpu/attn_fwd_ref64.hpp"
-#include "attest/kernels/gpu/device.hpp"
-#include "attest/kernels/gpu/device_entry.hpp"
+#include "attest/kernels/device_entry.hpp"
 #include "attest/kernels/kernel.hpp"
 
 namespace attest::gpu {
@@ -48,15 +47,15 @@ void rt(ATTEST_MUT_RT(Error_t) e, const char* what) {
 
 enum class GpuBug { stale_replay, legacy_stream, oob_write, race };
 
-DeviceTensor contiguous(const void* p, std::int64_t tokens, std::int64_t heads, std::int64_t dim) {
-  DeviceTensor t;
-  t.data = const_cast<void*>(p);
-  t.type = ElemType::f32;
-  t.stride[0] = tokens * heads * dim, t.stride[1] = heads * dim, t.stride[2] = dim, t.stride[3] = 1;
-  return t;
+// gpu.ref64's kernel, found at call time: the registry is filled during static initialisation,
+// in no defined order across files.
+kernels::Kernel& ref() {
+  kernels::Kernel* k = kernels::Registry::instance().find("gpu.ref64");
+  if (k == nullptr) throw Error("mutant.gpu: gpu.ref64 is not registered in this build");
+  return *k;
 }
 
-class MutantEntry final : public DeviceEntry {
+class MutantEntry final : public kernels::DeviceEntry {
  public:
   explicit MutantEntry(GpuBug bug) : bug_(bug) {}
 
@@ -77,21 +76,15 @@ class MutantEntry final : public DeviceEntry {
     return 0;
   }
 
-  void enqueue(const Problem& p, const Recipe&, const DeviceIo& io, void* stream) const override {
+  void enqueue(const Problem& p, const Recipe& r, const kernels::DeviceIo& io, void* stream) const override {
+    const kernels::DeviceEntry* ref64_device = ref().device();
+    if (ref64_device == nullptr) throw Error("mutant.gpu: gpu.ref64 has no device side in this build");
+    const kernels::DeviceEntry& ref64 = *ref64_device;
     const auto [tq, tk] = tokens(p);
+    (void)tk;
     auto s = static_cast<RtStream>(stream);
-    Ref64Args a = ref64_args(p);
-    a.q = contiguous(io.q, tq, p.heads_q, p.head_dim);
-    a.k = contiguous(io.k, tk, p.heads_kv, p.head_dim);
-    a.v = contiguous(io.v, tk, p.heads_kv, p.head_dim_v);
-    a.out = contiguous(io.out, tq, p.heads_q, p.head_dim_v);
-    if (io.lse != nullptr) {
-      a.lse.data = io.lse;
-      a.lse.type = ElemType::f32;
-      a.lse.stride[0] = p.heads_q * tq, a.lse.stride[1] = tq, a.lse.stride[2] = 1;
-    }
-    a.cu_q = io.cu_q;
-    a.cu_kv = io.cu_kv;
+    kernels::DeviceIo a = io;
+    a.workspace = nullptr;  // gpu.ref64's device side needs none; the workspace is the mutant's
     const std::size_t ob = out_bytes(p);
     switch (bug_) {
       case GpuBug::stale_replay: {
@@ -101,24 +94,24 @@ class MutantEntry final : public DeviceEntry {
         const std::size_t qb = static_cast<std::size_t>(batches(p) * tq * p.heads_q * p.head_dim) * 4;
         if (st == ATTEST_MUT_RT(StreamCaptureStatusNone))
           rt(ATTEST_MUT_RT(MemcpyAsync)(io.workspace, io.q, qb, ATTEST_MUT_RT(MemcpyDeviceToDevice), s), "pack Q");
-        a.q = contiguous(io.workspace, tq, p.heads_q, p.head_dim);
-        attn_fwd_ref64(a, Ref64Path::automatic, stream);
+        a.q = static_cast<const float*>(io.workspace);
+        ref64.enqueue(p, r, a, stream);
         return;
       }
       case GpuBug::legacy_stream:
-        attn_fwd_ref64(a, Ref64Path::automatic, nullptr);  // the planted bug: not `stream`
+        ref64.enqueue(p, r, a, nullptr);  // the planted bug: not `stream`
         return;
       case GpuBug::oob_write:
         // The planted bug: (n + 1) elements zeroed, one past the output's end.
         rt(ATTEST_MUT_RT(MemsetAsync)(io.out, 0, ob + 4, s), "zero out");
-        attn_fwd_ref64(a, Ref64Path::automatic, stream);
+        ref64.enqueue(p, r, a, stream);
         return;
       case GpuBug::race: {
-        a.out = contiguous(io.workspace, tq, p.heads_q, p.head_dim_v);
+        a.out = static_cast<float*>(io.workspace);
         // The planted bug: the fork event is recorded before the attention launch, so the copy
         // on the side stream waits for the quantizer only and races with the kernel.
         rt(ATTEST_MUT_RT(EventRecord)(fork_, s), "record");
-        attn_fwd_ref64(a, Ref64Path::automatic, stream);
+        ref64.enqueue(p, r, a, stream);
         rt(ATTEST_MUT_RT(StreamWaitEvent)(side_, fork_, 0), "wait");
         rt(ATTEST_MUT_RT(MemcpyAsync)(io.out, io.workspace, ob, ATTEST_MUT_RT(MemcpyDeviceToDevice), side_), "copy out");
         rt(ATTEST_MUT_RT(EventRecord)(join_, side_), "record");
@@ -143,11 +136,11 @@ class MutantEntry final : public DeviceEntry {
   mutable RtEvent fork_ = nullptr, join_ = nullptr;
 };
 
-// The registry side: gpu.ref64's host path under the mutant's name (found at call time: the
-// registry is filled during static initialisation, in no defined order across files).
+// The registry side: gpu.ref64's host path and declarations under the mutant's name, with the
+// mutant's device side.
 class MutantKernel final : public kernels::Kernel {
  public:
-  explicit MutantKernel(std::string name) : name_(std::move(name)) {}
+  MutantKernel(std::string name, GpuBug bug) : name_(std::move(name)), device_(bug) {}
   std::string name() const override { return name_; }
   std::string backend() const override { return ref().backend(); }
   std::vector<std::string> recipes() const override { return ref().recipes(); }
@@ -158,14 +151,11 @@ class MutantKernel final : public kernels::Kernel {
   }
   Status supports(const Problem& p, const Recipe& r) const override { return ref().supports(p, r); }
   void run(const kernels::Args& a) override { ref().run(a); }
+  const kernels::DeviceEntry* device() const override { return &device_; }
 
  private:
-  static kernels::Kernel& ref() {
-    kernels::Kernel* k = kernels::Registry::instance().find("gpu.ref64");
-    if (k == nullptr) throw Error("mutant.gpu: gpu.ref64 is not registered in this build");
-    return *k;
-  }
   std::string name_;
+  MutantEntry device_;
 };
 
 struct Decl {
@@ -181,11 +171,7 @@ constexpr Decl kGpuMutants[] = {
 
 ATTEST_REGISTER_KERNELS([] {
   std::vector<std::unique_ptr<kernels::Kernel>> v;
-  for (const Decl& d : kGpuMutants) {
-    const std::string name = std::string("mutant.gpu.") + d.name;
-    device_entries()[name] = std::make_unique<MutantEntry>(d.bug);
-    v.push_back(std::make_unique<MutantKernel>(name));
-  }
+  for (const Decl& d : kGpuMutants) v.push_back(std::make_unique<MutantKernel>(std::string("mutant.gpu.") + d.name, d.bug));
   return v;
 });
 

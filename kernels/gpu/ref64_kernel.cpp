@@ -1,12 +1,15 @@
-// gpu.ref64: the registry entry of the device FP64 reference (attn_fwd_ref64.hip) for host
-// Tensors. Each distinct buffer behind q/k/v/out/lse is copied to the device whole (so views,
-// packed layouts, strides, padding, poison and canaries keep their exact byte positions), the
-// kernel runs through the same device-pointer entry point the benchmark uses, and the buffers
-// behind out and lse are copied back whole: bytes the kernel does not own come back unchanged.
+// gpu.ref64: the registry entry of the device FP64 reference (attn_fwd_ref64.hip).
+// run() (host Tensors): each distinct buffer behind q/k/v/out/lse is copied to the device whole
+// (so views, packed layouts, strides, padding, poison and canaries keep their exact byte
+// positions), the kernel runs through its device-pointer entry point, and the buffers behind out
+// and lse are copied back whole: bytes the kernel does not own come back unchanged.
+// device() (device_entry.hpp): the same entry point on contiguous f32 device buffers, enqueued
+// on the caller's stream, for the device checks and `attest bench`.
 #include <map>
 #include <memory>
 #include <vector>
 
+#include "attest/kernels/device_entry.hpp"
 #include "attest/kernels/gpu/attn_fwd_ref64.hpp"
 #include "attest/kernels/gpu/device.hpp"
 #include "attest/kernels/kernel.hpp"
@@ -15,6 +18,38 @@ namespace attest::kernels::gpu_ref64 {
 namespace {
 
 constexpr const char* kF32Recipe = "q=f32;k=f32;v=f32;p=f32;out=f32";
+
+/// A contiguous f32 device tensor of `tokens` x `heads` x `dim` per batch element.
+gpu::DeviceTensor contiguous(const void* p, std::int64_t tokens, std::int64_t heads, std::int64_t dim) {
+  gpu::DeviceTensor t;
+  t.data = const_cast<void*>(p);
+  t.type = gpu::ElemType::f32;
+  t.stride[0] = tokens * heads * dim, t.stride[1] = heads * dim, t.stride[2] = dim, t.stride[3] = 1;
+  return t;
+}
+
+class Ref64Device final : public DeviceEntry {
+ public:
+  void enqueue(const Problem& p, const Recipe& r, const DeviceIo& io, void* stream) const override {
+    (void)r;
+    const bool rg = p.ragged();
+    const std::int64_t tq = rg ? p.cu_seqlens_q.back() : p.seqlen_q;
+    const std::int64_t tk = rg ? p.cu_seqlens_kv.back() : p.seqlen_kv;
+    gpu::Ref64Args a = gpu::ref64_args(p);
+    a.q = contiguous(io.q, tq, p.heads_q, p.head_dim);
+    a.k = contiguous(io.k, tk, p.heads_kv, p.head_dim);
+    a.v = contiguous(io.v, tk, p.heads_kv, p.head_dim_v);
+    a.out = contiguous(io.out, tq, p.heads_q, p.head_dim_v);
+    if (io.lse != nullptr) {
+      a.lse.data = io.lse;
+      a.lse.type = gpu::ElemType::f32;
+      a.lse.stride[0] = p.heads_q * tq, a.lse.stride[1] = tq, a.lse.stride[2] = 1;
+    }
+    a.cu_q = io.cu_q;
+    a.cu_kv = io.cu_kv;
+    gpu::attn_fwd_ref64(a, gpu::Ref64Path::automatic, stream);
+  }
+};
 
 void check_tensor(const Tensor& t, const char* what, const Shape& want) {
   if (t.dtype() != DType::f32 && t.dtype() != DType::f64)
@@ -32,7 +67,7 @@ class Ref64 final : public Kernel {
     Capabilities c;
     c.deterministic = true;  // fixed summation order, no atomics
     c.bitwise = false;
-    c.graph_capturable = false;  // host Tensors are copied in and out (see attn_fwd_ref64 for device pointers)
+    c.graph_capturable = false;  // run() copies host Tensors in and out (device() is what graphs capture)
     if (gpu::device_count() == 0) c.unavailable = "no GPU device (or no driver) on this host";
     return c;
   }
@@ -41,6 +76,7 @@ class Ref64 final : public Kernel {
     if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");
     return Status::ok();
   }
+  const DeviceEntry* device() const override { return &device_; }
 
   void run(const Args& a) override {
     const Problem& p = a.problem;
@@ -102,13 +138,11 @@ class Ref64 final : public Kernel {
     if (config.empty()) return gpu::Ref64Path::automatic;
     throw Error("gpu.ref64: unknown config '" + std::string(config) + "' (valid: \"\")");
   }
+
+  Ref64Device device_;
 };
 
-ATTEST_REGISTER_KERNELS([] {
-  std::vector<std::unique_ptr<Kernel>> v;
-  v.push_back(std::make_unique<Ref64>());
-  return v;
-});
+ATTEST_REGISTER_KERNEL(Ref64);
 
 }  // namespace
 }  // namespace attest::kernels::gpu_ref64

@@ -56,6 +56,11 @@ std::vector<Kernel*> Registry::match(std::string_view glob) const {
   return out;
 }
 
+bool Registry::selects_planted_bugs(std::string_view glob) const {
+  const auto ks = match(glob);
+  return !ks.empty() && std::all_of(ks.begin(), ks.end(), [](const Kernel* k) { return k->capabilities().planted_bug; });
+}
+
 Registrar::Registrar(const std::function<std::vector<std::unique_ptr<Kernel>>()>& make) {
   for (auto& k : make()) Registry::instance().add(std::move(k));
 }

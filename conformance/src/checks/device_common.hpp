@@ -1,6 +1,6 @@
 #pragma once
 // Helpers of the device checks (check_graph.cpp, check_device_memory.cpp): one forward pass of a
-// GPU kernel's device entry point (kernels/gpu/include/attest/kernels/gpu/device_entry.hpp)
+// GPU kernel's device side (Kernel::device(), kernels/include/attest/kernels/device_entry.hpp)
 // preceded by the device quantizer of Q, on device buffers this file owns, so a check can
 // capture it into a graph, replay it, move its buffers and look at every byte around them.
 // Only in GPU builds (ATTEST_GPU_BACKEND); CPU builds report the device checks unsupported.
@@ -10,8 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "attest/kernels/device_entry.hpp"
 #include "attest/kernels/gpu/device.hpp"
-#include "attest/kernels/gpu/device_entry.hpp"
 #include "attest/kernels/gpu/graph.hpp"
 #include "attest/kernels/gpu/quantize.hpp"
 #endif
@@ -27,15 +27,14 @@ inline bool device_check_applies(const Context&, Outcome& out) {
 }
 #else
 
-/// A kernel declares the device checks by registering a device entry point (on a host with a device).
-inline bool device_check_declared(const kernels::Kernel& k) {
-  return gpu::find_device_entry(k.name()) != nullptr && gpu::device_count() > 0;
-}
+/// A kernel declares the device checks by having a device side (on a host with a device).
+inline bool device_check_declared(const kernels::Kernel& k) { return k.device() != nullptr && gpu::device_count() > 0; }
 
-/// A device check applies to kernels with a device entry point, on a host with a device.
+/// A device check applies to kernels with a device side, on a host with a device.
 inline bool device_check_applies(const Context& ctx, Outcome& out) {
-  if (gpu::find_device_entry(ctx.kernel().name()) == nullptr) {
-    out = unsupported("kernel " + ctx.kernel().name() + " has no device entry point (device checks apply to GPU kernels that register one)");
+  if (ctx.kernel().device() == nullptr) {
+    out = unsupported("kernel " + ctx.kernel().name() +
+                      " has no device entry point (device checks apply to GPU kernels with a device side, Kernel::device())");
     return false;
   }
   if (gpu::device_count() == 0) {
@@ -90,7 +89,7 @@ class DeviceCall {
   };
 
   DeviceCall(const Context& ctx, std::size_t guard = 0, std::size_t offset = 0)
-      : p_(ctx.problem()), r_(ctx.recipe()), entry_(gpu::find_device_entry(ctx.kernel().name())), guard_(guard) {
+      : p_(ctx.problem()), r_(ctx.recipe()), entry_(ctx.kernel().device()), guard_(guard) {
     const bool rg = p_.ragged();
     const std::int64_t bq = rg ? 1 : p_.batch;
     tq_ = rg ? p_.cu_seqlens_q.back() : p_.seqlen_q;
@@ -130,6 +129,14 @@ class DeviceCall {
     }
     gpu::synchronize();
   }
+  /// The same, then every byte set to `pattern` (fill_all) and `inputs` uploaded: the set-up
+  /// every device check starts from.
+  DeviceCall(const Context& ctx, std::uint32_t pattern, const datasets::Qkv& inputs, std::size_t guard = 0,
+             std::size_t offset = 0)
+      : DeviceCall(ctx, guard, offset) {
+    fill_all(pattern);
+    upload(inputs);
+  }
 
   [[nodiscard]] const gpu::DeviceScheme& q_scheme() const { return qs_; }
 
@@ -161,7 +168,7 @@ class DeviceCall {
     a.scales = scales_.ptr();
     a.workspace = qws_.bytes > 0 ? qws_.ptr() : nullptr;
     gpu::quantize_device(qs_, a, stream);
-    gpu::DeviceIo io;
+    kernels::DeviceIo io;
     io.q = static_cast<const float*>(q_.ptr());
     io.k = static_cast<const float*>(k_.ptr());
     io.v = static_cast<const float*>(v_.ptr());
@@ -233,7 +240,7 @@ class DeviceCall {
 
   Problem p_;
   Recipe r_;
-  const gpu::DeviceEntry* entry_;
+  const kernels::DeviceEntry* entry_;
   std::size_t guard_;
   std::int64_t tq_ = 0;
   gpu::DeviceScheme qs_;
@@ -259,5 +266,32 @@ inline datasets::Qkv other_inputs(const Context& ctx) {
 }
 
 #endif  // ATTEST_GPU_BACKEND
+
+/// Base of the device checks: declared by kernels with a device side (on a host with a device);
+/// unsupported for other kernels and in CPU builds; else run_device(), with a runtime or capture
+/// error turned into a failed verdict naming the check.
+class DeviceCheck : public Check {
+ public:
+  bool declared_by(const kernels::Kernel& k) const final { return device_check_declared(k); }
+  Outcome run(Context& ctx) const final {
+    Outcome o;
+    if (!device_check_applies(ctx, o)) return o;
+#if defined(ATTEST_GPU_BACKEND)
+    try {
+      return run_device(ctx);
+    } catch (const VerdictError&) {
+      throw;
+    } catch (const Error& e) {
+      return failed(std::string(name()) + ": " + e.what());
+    }
+#endif
+    return o;
+  }
+
+#if defined(ATTEST_GPU_BACKEND)
+ protected:
+  virtual Outcome run_device(Context& ctx) const = 0;
+#endif
+};
 
 }  // namespace attest::conformance::checks

@@ -9,9 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <exception>
 #include <fstream>
-#include <iostream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,6 +20,7 @@
 #include "attest/kernels/gpu/attn_fwd_emu.hpp"
 #include "attest/kernels/gpu/device.hpp"
 #include "attest/kernels/gpu/emu_prepare.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
@@ -93,11 +92,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_gpu_emu: " << e.what() << "\n";
-    return 2;
-  }
-}
+int main(int argc, char** argv) { return attest::gpu::bench::guarded_main("bench_gpu_emu", run, argc, argv); }

@@ -10,10 +10,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <fstream>
-#include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attest/core/problem.hpp"
@@ -21,6 +20,7 @@
 #include "attest/kernels/gpu/device.hpp"
 #include "attest/kernels/gpu/generate_qkv.hpp"
 #include "attest/kernels/gpu/quantize.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
@@ -28,16 +28,7 @@ using attest::gpu::DeviceBuffer;
 
 template <class F>
 double median_ms(int iters, F&& f) {
-  f();  // warm-up
-  attest::gpu::synchronize();
-  attest::gpu::EventTimer timer;
-  std::vector<double> ms;
-  for (int i = 0; i < iters; ++i) {
-    timer.start();
-    f();
-    ms.push_back(timer.stop_ms());
-  }
-  std::sort(ms.begin(), ms.end());
+  const auto ms = attest::gpu::bench::sorted_ms(iters, std::forward<F>(f));
   return ms[ms.size() / 2];
 }
 
@@ -115,11 +106,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_gpu_quantize: " << e.what() << "\n";
-    return 2;
-  }
-}
+int main(int argc, char** argv) { return attest::gpu::bench::guarded_main("bench_gpu_quantize", run, argc, argv); }

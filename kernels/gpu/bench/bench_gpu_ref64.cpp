@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <fstream>
 #include <iostream>
 #include <random>
@@ -18,6 +17,7 @@
 #include "attest/core/problem.hpp"
 #include "attest/kernels/gpu/attn_fwd_ref64.hpp"
 #include "attest/kernels/gpu/device.hpp"
+#include "bench_util.hpp"
 
 namespace {
 
@@ -79,16 +79,7 @@ int run(int argc, char** argv) {
   a.lse.stride[0] = H * S, a.lse.stride[1] = S, a.lse.stride[2] = 1;
   const auto resolved = attest::gpu::ref64_resolve(a, path);
 
-  attest::gpu::attn_fwd_ref64(a, path);  // warm-up
-  attest::gpu::synchronize();
-  std::vector<double> ms;
-  attest::gpu::EventTimer timer;
-  for (int i = 0; i < iters; ++i) {
-    timer.start();
-    attest::gpu::attn_fwd_ref64(a, path);
-    ms.push_back(timer.stop_ms());
-  }
-  std::sort(ms.begin(), ms.end());
+  const std::vector<double> ms = attest::gpu::bench::sorted_ms(iters, [&] { attest::gpu::attn_fwd_ref64(a, path); });
   const double median = ms[ms.size() / 2], flops = p.flops();
   const double tflops = flops / (median * 1e-3) / 1e12;
 
@@ -136,11 +127,4 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  try {
-    return run(argc, argv);
-  } catch (const std::exception& e) {
-    std::cerr << "bench_gpu_ref64: " << e.what() << "\n";
-    return 2;
-  }
-}
+int main(int argc, char** argv) { return attest::gpu::bench::guarded_main("bench_gpu_ref64", run, argc, argv); }

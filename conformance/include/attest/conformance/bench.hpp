@@ -10,10 +10,10 @@
 ///     in cache — a kernel-bump comparison must not depend on which build warmed the cache;
 ///   - the report keeps every sample; the median is the figure, the relative interquartile
 ///     range (q3 - q1) / median the spread that `report diff` treats as noise.
-/// CPU kernels are timed with std::chrono::steady_clock around Kernel::run. Device kernels that
-/// register a DeviceLaunch factory (kernels/device_launch.hpp) are timed with device events
-/// around launches on device-resident buffers, and optionally by graph replay; device kernels
-/// without one are reported as not timed (their run() includes host<->device copies).
+/// CPU kernels are timed with std::chrono::steady_clock around Kernel::run. Device kernels with
+/// a device side (Kernel::device(), kernels/device_entry.hpp) are timed with device events around
+/// its launches on inputs uploaded once; device kernels without one are reported as not timed
+/// (their run() includes host<->device copies).
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -43,7 +43,7 @@ std::vector<ModelShape> parse_shapes(const std::string& text, const std::string&
 std::vector<std::string> builtin_shape_sets();
 
 struct BenchOptions {
-  std::string kernel;  ///< glob; "" = every non-mutant kernel (a glob starting with "mutant" selects mutants)
+  std::string kernel;  ///< glob; "" = every non-mutant kernel (a glob matching mutants alone, "mutant*", selects them)
   std::string recipe;  ///< glob over each kernel's recipe labels; "" = all
   std::vector<ModelShape> shapes;
   std::string dist = "normal";
@@ -53,7 +53,7 @@ struct BenchOptions {
   double min_sample_ms = 2.0;
   double max_gflop = 0;  ///< skip cases above this many GFLOP per call (0 = no limit)
   bool with_preprocessing = false;  ///< also time the recipe's Q/K/V quantizers (GB/s)
-  bool graph = false;               ///< device kernels: also time graph replay
+  bool graph = false;               ///< device kernels: also time graph replay (not implemented yet: reported as not timed)
   /// Called after each row (progress); serialised.
   std::function<void(const nlohmann::json& row, std::size_t done, std::size_t total)> on_row;
 };

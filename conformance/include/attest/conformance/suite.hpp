@@ -18,8 +18,9 @@
 ///    "kernels": ["gpu.*"], "required": ["gpu.fwd.*"], "recipes": ["*"],
 ///    "exclude_recipes": ["*ocp*"], "cases": "ci", "qualify_cases": "qualify"}
 /// Every `required` glob must match a registered kernel (else a setup error fails the gate).
-/// Mutant kernels (names starting with "mutant.") are selected only by an explicit --kernel
-/// glob that starts with "mutant", and then regardless of the profile's kernel list.
+/// Mutant kernels (Capabilities::planted_bug, named "mutant.*") are selected only by an explicit
+/// --kernel glob that matches mutants alone ("mutant*", Registry::selects_planted_bugs), and then
+/// regardless of the profile's kernel list.
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -64,7 +65,7 @@ struct Profile {
 
 /// User narrowing on top of a profile (empty = no narrowing).
 struct Selection {
-  std::string kernel;  ///< glob; a glob starting with "mutant" also selects mutants
+  std::string kernel;  ///< glob; a glob matching mutants alone ("mutant*") also selects mutants
   std::string recipe;  ///< glob over recipe labels
   std::string check;   ///< globs over check names
 };

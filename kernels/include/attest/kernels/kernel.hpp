@@ -2,8 +2,9 @@
 /// The kernel registry: every kernel under test (CPU implementations, mutants, device kernels,
 /// plugins) is a `Kernel` with a name, a backend, the recipes it implements, its capabilities,
 /// `supports(problem, recipe)` (refusal with a reason — UNSUPPORTED is a verdict, never a silent
-/// fallback) and `run`. Adding a kernel is one file with ATTEST_REGISTER_KERNELS plus one CMake
-/// line. kernels/ never includes reference/ (independent implementations cannot share a bug).
+/// fallback), `run` and, for a GPU kernel, an optional device side (`device()`, device_entry.hpp).
+/// Adding a kernel is one file with ATTEST_REGISTER_KERNELS plus one CMake line. kernels/ never
+/// includes reference/ (independent implementations cannot share a bug).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -17,6 +18,8 @@
 #include "attest/core/tensor.hpp"
 
 namespace attest::kernels {
+
+class DeviceEntry;  // device_entry.hpp
 
 struct Capabilities {
   std::vector<std::int64_t> head_dims;  ///< supported head_dim values; empty = any
@@ -35,8 +38,8 @@ struct Capabilities {
   bool deterministic = true;   ///< same bits run to run
   bool bitwise = false;        ///< promises bits == recipe emulator
   /// A mutant (a kernel with a bug planted on purpose, kernels/*/mutants): it joins a gate, bench
-  /// or synth run only when the kernel selection names it (`--kernel 'mutant.*'`), never through a
-  /// profile's globs.
+  /// or synth run only when the kernel selection names mutants alone (`--kernel 'mutant.*'`,
+  /// Registry::selects_planted_bugs), never through a profile's globs.
   bool planted_bug = false;
 };
 
@@ -74,6 +77,10 @@ class Kernel {
   [[nodiscard]] virtual Status supports(const Problem& p, const Recipe& r) const;
   /// Runs one forward pass. Throws attest::Error on a refused problem (callers ask supports()).
   virtual void run(const Args& args) = 0;
+  /// The device side (device_entry.hpp): one pass enqueued on device buffers, for the device
+  /// checks (graph_*, device_*) and `attest bench`'s device timing; nullptr for a host kernel.
+  /// The kernel owns it; it lives as long as the kernel.
+  [[nodiscard]] virtual const DeviceEntry* device() const { return nullptr; }
 };
 
 /// What a kernel's declarations admit: a valid problem, a recipe in recipes(), inside
@@ -90,6 +97,10 @@ class Registry {
   [[nodiscard]] Kernel* find(std::string_view name) const;  ///< nullptr when absent
   /// Kernels whose name matches a shell glob (fnmatch), in registration order.
   [[nodiscard]] std::vector<Kernel*> match(std::string_view glob) const;
+  /// Whether a kernel selection (a glob; "" = none) admits mutants (Capabilities::planted_bug):
+  /// only one that names mutants alone does, i.e. matches at least one kernel and no kernel
+  /// without a planted bug ("mutant.*" does; "", "*" and "cpu.*" do not).
+  [[nodiscard]] bool selects_planted_bugs(std::string_view glob) const;
 
  private:
   std::vector<std::unique_ptr<Kernel>> kernels_;
@@ -108,3 +119,10 @@ struct Registrar {
 /// Kernel sources are compiled into OBJECT libraries so the registrar is never dropped by the linker.
 #define ATTEST_REGISTER_KERNELS(factory) \
   static const ::attest::kernels::Registrar ATTEST_KERNELS_CAT(attest_registrar_, __LINE__){factory}
+/// ATTEST_REGISTER_KERNEL(MyKernel): registers one default-constructed kernel of that type.
+#define ATTEST_REGISTER_KERNEL(type)                                    \
+  ATTEST_REGISTER_KERNELS([] {                                          \
+    std::vector<std::unique_ptr<::attest::kernels::Kernel>> attest_v;   \
+    attest_v.push_back(std::make_unique<type>());                       \
+    return attest_v;                                                    \
+  })
