@@ -339,7 +339,11 @@ GateReport run_gate(const GateOptions& opt) {
         c.kernel = res.kernel;
         c.check = res.check;
         const Check* ch = find_check(res.check);
-        c.declared = ch != nullptr && ch->declared_by(kernel_named(res.kernel));
+        // A kernel that cannot run on this host at all (Capabilities::unavailable, e.g. a GPU
+        // kernel without a device) declares nothing here: its cases are UNSUPPORTED with that
+        // reason, never a coverage failure (kernel.hpp).
+        const kernels::Kernel& k = kernel_named(res.kernel);
+        c.declared = ch != nullptr && k.capabilities().unavailable.empty() && ch->declared_by(k);
         rep.coverage.push_back(std::move(c));
       }
       Coverage& c = rep.coverage[it->second];

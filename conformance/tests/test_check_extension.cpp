@@ -64,10 +64,25 @@ class Fake final : public kernels::Kernel {
  private:
   bool unnormalised_;
 };
+// A kernel that cannot run on this host at all (a GPU kernel without a device).
+class Unavailable final : public kernels::Kernel {
+ public:
+  std::string name() const override { return "ext.unavailable"; }
+  std::string backend() const override { return "cpu"; }
+  std::vector<std::string> recipes() const override { return {"f32"}; }
+  kernels::Capabilities capabilities() const override {
+    kernels::Capabilities c;
+    c.unavailable = "no such device on this host";
+    return c;
+  }
+  void run(const kernels::Args&) override { throw Error("ext.unavailable: never runs"); }
+};
+
 ATTEST_REGISTER_KERNELS([] {
   std::vector<std::unique_ptr<kernels::Kernel>> v;
   v.push_back(std::make_unique<Fake>(false));
   v.push_back(std::make_unique<Fake>(true));
+  v.push_back(std::make_unique<Unavailable>());
   return v;
 });
 
@@ -115,6 +130,26 @@ TEST(CheckExtension, AGateSelectionByGlobReportsItsCoverage) {
   for (const auto& c : r.coverage) seen = seen || (c.check == "ext.convex" && c.kernel == "ext.fake.honest" && c.passed == c.judged && c.judged > 0);
   EXPECT_TRUE(seen);
   EXPECT_EQ(r.exit_code(), 1);  // the unnormalised fake fails it
+}
+
+// Capabilities::unavailable: every case UNSUPPORTED with the reason (but refusal's, which judges
+// supports() itself), no check declared, so no
+// coverage error and the gate's exit code is 0 (what a GPU profile gives on a host without one).
+TEST(CheckExtension, AnUnavailableKernelIsUnsupportedNotACoverageFailure) {
+  GateOptions o;
+  o.profile.name = "ext";
+  o.cases = CaseFile::load("smoke");
+  o.selection = {"ext.unavailable", "f32", ""};
+  const GateReport r = run_gate(o);
+  ASSERT_FALSE(r.results.empty());
+  for (const auto& res : r.results) {
+    if (res.check == "refusal") continue;  // judges supports() itself, which needs no device
+    EXPECT_EQ(res.outcome.verdict, Verdict::unsupported) << res.descriptor;
+    EXPECT_EQ(res.outcome.reason, "no such device on this host") << res.descriptor;
+  }
+  for (const auto& c : r.coverage) EXPECT_FALSE(c.declared) << c.check;
+  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
+  EXPECT_EQ(r.exit_code(), 0);
 }
 
 }  // namespace
