@@ -340,8 +340,7 @@ GateReport run_gate(const GateOptions& opt) {
         c.check = res.check;
         const Check* ch = find_check(res.check);
         // A kernel that cannot run on this host at all (Capabilities::unavailable, e.g. a GPU
-        // kernel without a device) declares nothing here: its cases are UNSUPPORTED with that
-        // reason, never a coverage failure (kernel.hpp).
+        // kernel without a device) declares nothing here; it fails the gate once, below.
         const kernels::Kernel& k = kernel_named(res.kernel);
         c.declared = ch != nullptr && k.capabilities().unavailable.empty() && ch->declared_by(k);
         rep.coverage.push_back(std::move(c));
@@ -351,6 +350,19 @@ GateReport run_gate(const GateOptions& opt) {
       c.judged += res.outcome.verdict != Verdict::unsupported;
       c.passed += res.outcome.verdict == Verdict::passed;
       if (res.outcome.verdict == Verdict::unsupported && c.first_unsupported.empty()) c.first_unsupported = res.outcome.reason;
+    }
+    // A selected kernel that cannot run here judged nothing: one error naming it and why, so a
+    // GPU profile on a host without a usable GPU never says PASSED (checked on every shard).
+    std::vector<std::string> unavailable_seen;
+    for (const auto& c : rep.coverage) {
+      if (std::find(unavailable_seen.begin(), unavailable_seen.end(), c.kernel) != unavailable_seen.end()) continue;
+      const std::string why = kernel_named(c.kernel).capabilities().unavailable;
+      if (why.empty()) continue;
+      unavailable_seen.push_back(c.kernel);
+      std::size_t cases = 0;
+      for (const auto& d : rep.coverage) cases += d.kernel == c.kernel ? d.cases : 0;
+      rep.errors.push_back(fmt::format("kernel {} is unavailable on this host ({}): none of its {} cases could run", c.kernel,
+                                       why, cases));
     }
     if (opt.shard.count == 1)
       for (const auto& c : rep.coverage)

@@ -133,9 +133,9 @@ TEST(CheckExtension, AGateSelectionByGlobReportsItsCoverage) {
 }
 
 // Capabilities::unavailable: every case UNSUPPORTED with the reason (but refusal's, which judges
-// supports() itself), no check declared, so no
-// coverage error and the gate's exit code is 0 (what a GPU profile gives on a host without one).
-TEST(CheckExtension, AnUnavailableKernelIsUnsupportedNotACoverageFailure) {
+// supports() itself), no per-check coverage error, and one gate error naming the kernel and the
+// reason: a GPU profile on a host without a usable GPU fails instead of passing on nothing.
+TEST(CheckExtension, AnUnavailableKernelFailsTheGateOnceWithItsReason) {
   GateOptions o;
   o.profile.name = "ext";
   o.cases = CaseFile::load("smoke");
@@ -148,8 +148,10 @@ TEST(CheckExtension, AnUnavailableKernelIsUnsupportedNotACoverageFailure) {
     EXPECT_EQ(res.outcome.reason, "no such device on this host") << res.descriptor;
   }
   for (const auto& c : r.coverage) EXPECT_FALSE(c.declared) << c.check;
-  EXPECT_TRUE(r.errors.empty()) << r.errors.front();
-  EXPECT_EQ(r.exit_code(), 0);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0], "kernel ext.unavailable is unavailable on this host (no such device on this host): none of its " +
+                             std::to_string(r.results.size()) + " cases could run");
+  EXPECT_EQ(r.exit_code(), 1);
 }
 
 }  // namespace

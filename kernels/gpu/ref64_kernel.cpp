@@ -7,11 +7,13 @@
 // on the caller's stream, for the device checks and `attest bench`.
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "attest/kernels/device_entry.hpp"
 #include "attest/kernels/gpu/attn_fwd_ref64.hpp"
 #include "attest/kernels/gpu/device.hpp"
+#include "attest/kernels/gpu/host_mirror.hpp"
 #include "attest/kernels/kernel.hpp"
 
 namespace attest::kernels::gpu_ref64 {
@@ -92,18 +94,10 @@ class Ref64 final : public Kernel {
     if (a.lse != nullptr) check_tensor(*a.lse, "lse", {bq, p.heads_q, tq});
     if (a.q.dtype() != a.k.dtype() || a.q.dtype() != a.v.dtype()) throw Error("gpu.ref64: q, k and v must have one dtype");
 
-    // One device buffer per distinct host buffer.
-    std::map<const std::byte*, gpu::DeviceBuffer> buffers;
+    gpu::HostMirror mirror;
     auto device_view = [&](const Tensor& t) {
-      const auto st = t.storage();
-      auto it = buffers.find(st.data());
-      if (it == buffers.end()) {
-        gpu::DeviceBuffer buf(st.size());
-        buf.upload(st.data(), st.size());
-        it = buffers.emplace(st.data(), std::move(buf)).first;
-      }
       gpu::DeviceTensor d;
-      d.data = it->second.as<std::byte>() + (t.raw() - st.data());
+      d.data = mirror.address(t);
       d.type = t.dtype() == DType::f64 ? gpu::ElemType::f64 : gpu::ElemType::f32;
       for (int i = 0; i < t.rank() && i < 4; ++i) d.stride[i] = t.strides()[static_cast<std::size_t>(i)];
       return d;
@@ -115,22 +109,11 @@ class Ref64 final : public Kernel {
     args.v = device_view(a.v);
     args.out = device_view(a.out);
     if (a.lse != nullptr) args.lse = device_view(*a.lse);
-    gpu::DeviceBuffer cu;
-    if (rg) {
-      std::vector<std::int64_t> host(p.cu_seqlens_q);
-      host.insert(host.end(), p.cu_seqlens_kv.begin(), p.cu_seqlens_kv.end());
-      cu = gpu::DeviceBuffer(host.size() * sizeof(std::int64_t));
-      cu.upload(host.data(), cu.bytes());
-      args.cu_q = cu.as<std::int64_t>();
-      args.cu_kv = cu.as<std::int64_t>() + p.cu_seqlens_q.size();
-    }
+    std::tie(args.cu_q, args.cu_kv) = mirror.cu_seqlens(p);
     gpu::attn_fwd_ref64(args, config_path(a.config));
     gpu::synchronize();
-    for (const Tensor* t : {&a.out, a.lse}) {
-      if (t == nullptr) continue;
-      const auto st = t->storage();
-      buffers.at(st.data()).download(st.data(), st.size());
-    }
+    mirror.download(a.out);
+    if (a.lse != nullptr) mirror.download(*a.lse);
   }
 
  private:

@@ -9,12 +9,14 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <tuple>
 
 #include "attest/kernels/kernel.hpp"
 #include "attest/kernels/plugin_abi.hpp"
 #include "attest/plugin.h"
 #if ATTEST_KERNELS_PLUGIN_GPU
 #include "attest/kernels/gpu/device.hpp"
+#include "attest/kernels/gpu/host_mirror.hpp"
 #endif
 
 namespace attest::kernels {
@@ -108,40 +110,18 @@ class PluginKernel final : public Kernel {
   // one allocation stay views, and guard zones around out/lse travel with it), run on the default
   // stream, and the written buffers come back whole.
   void run_device(const Args& a, plugin_abi::RunArgsC& c) {
-    std::map<const std::byte*, gpu::DeviceBuffer> buffers;
-    auto to_device = [&](const Tensor& t, attest_plugin_tensor& ct) {
-      const auto st = t.storage();
-      auto it = buffers.find(st.data());
-      if (it == buffers.end()) {
-        gpu::DeviceBuffer buf(st.size());
-        buf.upload(st.data(), st.size());
-        it = buffers.emplace(st.data(), std::move(buf)).first;
-      }
-      ct.data = it->second.as<std::byte>() + (t.raw() - st.data());
-    };
-    to_device(a.q, c.q);
-    to_device(a.k, c.k);
-    to_device(a.v, c.v);
-    to_device(a.out, c.out);
-    if (a.lse != nullptr) to_device(*a.lse, c.lse);
-    gpu::DeviceBuffer cu;
-    const Problem& p = a.problem;
-    if (p.ragged()) {
-      std::vector<std::int64_t> host(p.cu_seqlens_q);
-      host.insert(host.end(), p.cu_seqlens_kv.begin(), p.cu_seqlens_kv.end());
-      cu = gpu::DeviceBuffer(host.size() * sizeof(std::int64_t));
-      cu.upload(host.data(), cu.bytes());
-      c.problem.c.cu_seqlens_q_device = cu.as<std::int64_t>();
-      c.problem.c.cu_seqlens_kv_device = cu.as<std::int64_t>() + p.cu_seqlens_q.size();
-    }
+    gpu::HostMirror mirror;
+    c.q.data = mirror.address(a.q);
+    c.k.data = mirror.address(a.k);
+    c.v.data = mirror.address(a.v);
+    c.out.data = mirror.address(a.out);
+    if (a.lse != nullptr) c.lse.data = mirror.address(*a.lse);
+    std::tie(c.problem.c.cu_seqlens_q_device, c.problem.c.cu_seqlens_kv_device) = mirror.cu_seqlens(a.problem);
     c.ra.stream = nullptr;
     call(c.ra);
     gpu::synchronize();
-    for (const Tensor* t : {&a.out, a.lse}) {
-      if (t == nullptr) continue;
-      const auto st = t->storage();
-      buffers.at(st.data()).download(st.data(), st.size());
-    }
+    mirror.download(a.out);
+    if (a.lse != nullptr) mirror.download(*a.lse);
   }
 #else
   void run_device(const Args&, plugin_abi::RunArgsC&) {

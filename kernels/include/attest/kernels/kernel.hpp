@@ -25,7 +25,8 @@ struct Capabilities {
   std::vector<std::int64_t> head_dims;  ///< supported head_dim values; empty = any
   std::int64_t head_dim_multiple = 1;   ///< head_dim must be a multiple of this (e.g. a 32-channel rotation)
   /// Non-empty: why the kernel cannot run on this host at all (e.g. no GPU device); every case is
-  /// then UNSUPPORTED with it, never a coverage failure.
+  /// then UNSUPPORTED with it, and a gate that selects the kernel fails once naming it (never
+  /// PASSED with nothing judged), not once per check.
   std::string unavailable;
   std::vector<Mask> masks{Mask::none, Mask::causal_tl, Mask::causal_br};
   std::vector<Layout> layouts{Layout::bshd, Layout::bhsd, Layout::packed_qkv, Layout::strided};
