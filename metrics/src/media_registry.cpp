@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <opencv2/core.hpp>
 #include <nlohmann/json.hpp>
 
 #include "attest/core/status.hpp"
@@ -180,6 +181,51 @@ std::vector<Figure> mean_min_summary(const std::vector<double>& v) {
   // The same loop as summarize_ssim: mean over frames, first minimum.
   const SsimSummary s = summarize_ssim(v);
   return {{"mean", s.mean, false}, {"min", s.min, false}, {"min_frame", static_cast<double>(s.min_frame), true}};
+}
+
+MediaMetric media_metric(MetricScope scope, std::string name, std::string help, std::string options, int order,
+                         std::vector<Series> series) {
+  MediaMetric m;
+  m.name = std::move(name);
+  m.help = std::move(help);
+  m.options = std::move(options);
+  m.scope = scope;
+  m.order = order;
+  m.series = std::move(series);
+  return m;
+}
+
+MediaMetric statistic_metric(MetricScope scope, std::string name, std::string help, int order, std::string cli_label,
+                             std::string label, std::string stat_column, int stat_precision) {
+  std::string key = name;
+  MediaMetric m = media_metric(scope, std::move(name), std::move(help), "", order,
+                               {{std::move(key), std::move(cli_label), [](double x) { return fmt::format("{:.6f}", x); }}});
+  m.margin = "stats_rel";
+  m.margin_abs = "stats_abs";
+  m.label = std::move(label);
+  m.stat_column = std::move(stat_column);
+  m.stat_precision = stat_precision;
+  return m;
+}
+
+MediaMetric signal_metric(std::string name, std::string help, std::string options, int order, Series series,
+                          double SignalComparison::*figure) {
+  MediaMetric m = media_metric(MetricScope::audio_pair, std::move(name), std::move(help), std::move(options), order,
+                               {std::move(series)});
+  m.per_signal = [figure](std::span<const double> t, std::span<const double> r, const MediaOptions& o) {
+    return compare_signals(t, r, o.snr_eps).*figure;
+  };
+  return m;
+}
+
+double channel_mean(const FramePair& p, const MediaOptions& o, const std::function<double(const cv::Mat&, const cv::Mat&)>& f) {
+  if (o.channels == Channels::luma) return f(p.test_luma, p.ref_luma);
+  std::vector<cv::Mat> a, b;
+  cv::split(p.test, a);
+  cv::split(p.ref, b);
+  double sum = 0;  // B, G, R in that order
+  for (std::size_t c = 0; c < a.size(); ++c) sum += f(a[c], b[c]);
+  return sum / static_cast<double>(a.size());
 }
 
 }  // namespace attest::metrics

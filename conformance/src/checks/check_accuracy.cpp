@@ -5,21 +5,16 @@
 #include "common.hpp"
 
 namespace attest::conformance::checks {
-namespace {
 
-class Accuracy final : public Check {
- public:
-  std::string_view name() const override { return "accuracy"; }
-  std::string_view summary() const override { return "error vs FP64 within alpha*budget + beta*floor + eps (out, lse)"; }
-  Outcome run(Context& ctx) const override {
-    const auto& k = ctx.baseline();
-    return judge_accuracy(ctx.tolerances().lookup(ctx.recipe_label(), name()), k.out, k.lse, ctx.ref64(), ctx.emu(),
-                          ctx.emu_rev());
-  }
-};
+std::unique_ptr<Check> make_accuracy() {
+  return make_check("accuracy", "error vs FP64 within alpha*budget + beta*floor + eps (out, lse)",
+                    [](const Check& self, Context& ctx) {
+                      const auto& k = ctx.baseline();
+                      return judge_accuracy(ctx.tolerances().lookup(ctx.recipe_label(), self.name()), k.out, k.lse,
+                                            ctx.ref64(), ctx.emu(), ctx.emu_rev());
+                    });
+}
 
-}  // namespace
-std::unique_ptr<Check> make_accuracy() { return std::make_unique<Accuracy>(); }
 }  // namespace attest::conformance::checks
 
 namespace attest::conformance {

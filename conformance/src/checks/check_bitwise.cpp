@@ -5,30 +5,27 @@
 namespace attest::conformance::checks {
 namespace {
 
-class Bitwise final : public Check {
- public:
-  bool declared_by(const kernels::Kernel& k) const override {
-    return k.capabilities().bitwise;
-  }
-  std::string_view name() const override { return "bitwise"; }
-  std::string_view summary() const override { return "bits(kernel) == bits(recipe emulator), out and lse"; }
-  Outcome run(Context& ctx) const override {
-    if (!ctx.caps().bitwise) return unsupported("kernel " + ctx.kernel().name() + " declares no bitwise contract");
-    if (!ctx.recipe().bitwise_capable()) return unsupported("recipe uses hardware exp2: no bitwise model exists");
-    const auto& emu = ctx.emu();
-    const auto& k = ctx.baseline();
-    nlohmann::json fig = nlohmann::json::object();
-    const auto ce = metrics::compare(emu.out, emu.out, 0);
-    if (ce.norm_ref == 0 && ce.nan_ref == 0)
-      return mistrusted("emulator output is all zero: bitwise equality would prove nothing");
-    auto d = bit_diff(k.out, emu.out, "out", fig);
-    if (d.empty() && !k.lse.empty()) d = bit_diff(k.lse, emu.lse, "lse", fig);
-    if (!d.empty()) return failed("differs from the recipe emulator: " + d, fig);
-    fig["elements"] = k.out.numel();
-    return passed(fig);
-  }
-};
+bool declared(const kernels::Kernel& k) { return k.capabilities().bitwise; }
+
+Outcome against_emulator(const Check&, Context& ctx) {
+  if (!ctx.caps().bitwise) return unsupported("kernel " + ctx.kernel().name() + " declares no bitwise contract");
+  if (!ctx.recipe().bitwise_capable()) return unsupported("recipe uses hardware exp2: no bitwise model exists");
+  const auto& emu = ctx.emu();
+  const auto& k = ctx.baseline();
+  nlohmann::json fig = nlohmann::json::object();
+  const auto ce = metrics::compare(emu.out, emu.out, 0);
+  if (ce.norm_ref == 0 && ce.nan_ref == 0) return mistrusted("emulator output is all zero: bitwise equality would prove nothing");
+  auto d = bit_diff(k.out, emu.out, "out", fig);
+  if (d.empty() && !k.lse.empty()) d = bit_diff(k.lse, emu.lse, "lse", fig);
+  if (!d.empty()) return failed("differs from the recipe emulator: " + d, fig);
+  fig["elements"] = k.out.numel();
+  return passed(fig);
+}
 
 }  // namespace
-std::unique_ptr<Check> make_bitwise() { return std::make_unique<Bitwise>(); }
+
+std::unique_ptr<Check> make_bitwise() {
+  return make_check("bitwise", "bits(kernel) == bits(recipe emulator), out and lse", against_emulator, declared);
+}
+
 }  // namespace attest::conformance::checks

@@ -33,52 +33,47 @@ std::pair<std::int64_t, std::int64_t> trampled(const Tensor& t) {
   return {count, first};
 }
 
-class Canary final : public Check {
- public:
-  std::string_view name() const override { return "canary"; }
-  std::string_view summary() const override { return "guard zones around out/lse intact, inputs unchanged"; }
-  Outcome run(Context& ctx) const override {
-    const Problem& p = ctx.problem();
-    nlohmann::json fig;
-    fig["guard_elements"] = kGuard;
-    std::vector<Layout> layouts{p.layout};
-    const auto& lay = ctx.caps().layouts;
-    if (p.layout != Layout::strided && std::find(lay.begin(), lay.end(), Layout::strided) != lay.end())
-      layouts.push_back(Layout::strided);  // also the gaps between padded head rows
-    for (const Layout l : layouts) {
-      Problem pv = p;
-      pv.layout = l;
-      if (l != p.layout) pv.pad = 3;
-      if (!ctx.kernel().supports(pv, ctx.recipe())) continue;
-      const auto in = make_inputs(pv, ctx.inputs(), pv.layout, pv.pad, kGuard, kGuard);
-      std::vector<std::vector<std::byte>> before;
-      for (const Tensor* t : {&in.q, &in.k, &in.v}) before.emplace_back(t->storage().begin(), t->storage().end());
-      auto outs = make_outputs(pv, pv.layout, pv.pad, kGuard, kGuard, kCanary, ctx.caps().lse);
-      // The view's own elements are poisoned too; only what lies outside must keep the canary.
-      const auto res = ctx.run_on(pv, in, std::move(outs), "");
-      const std::string tag(layout_name(l));
-      for (const char* what : {"out", "lse"}) {
-        const Tensor& t = std::string_view(what) == "out" ? res.out : res.lse;
-        if (t.empty()) continue;
-        const auto [n, first] = trampled(t);
-        fig[tag][what] = {{"trampled", n}};
-        if (n > 0)
-          return failed(fmt::format("{} ({}): {} guard elements overwritten; first at storage offset {} from element 0", what,
-                                    tag, n, first),
-                        fig);
-      }
-      const char* names[] = {"q", "k", "v"};
-      const Tensor* ts[] = {&in.q, &in.k, &in.v};
-      for (int i = 0; i < 3; ++i) {
-        const auto s = ts[i]->storage();
-        if (!std::equal(s.begin(), s.end(), before[static_cast<std::size_t>(i)].begin()))
-          return failed(fmt::format("input {} ({}) was modified by the kernel", names[i], tag), fig);
-      }
+Outcome guards_intact(const Check&, Context& ctx) {
+  const Problem& p = ctx.problem();
+  nlohmann::json fig;
+  fig["guard_elements"] = kGuard;
+  std::vector<Layout> layouts{p.layout};
+  const auto& lay = ctx.caps().layouts;
+  if (p.layout != Layout::strided && std::find(lay.begin(), lay.end(), Layout::strided) != lay.end())
+    layouts.push_back(Layout::strided);  // also the gaps between padded head rows
+  for (const Layout l : layouts) {
+    Problem pv = p;
+    pv.layout = l;
+    if (l != p.layout) pv.pad = 3;
+    if (!ctx.kernel().supports(pv, ctx.recipe())) continue;
+    const auto in = make_inputs(pv, ctx.inputs(), pv.layout, pv.pad, kGuard, kGuard);
+    std::vector<std::vector<std::byte>> before;
+    for (const Tensor* t : {&in.q, &in.k, &in.v}) before.emplace_back(t->storage().begin(), t->storage().end());
+    auto outs = make_outputs(pv, pv.layout, pv.pad, kGuard, kGuard, kCanary, ctx.caps().lse);
+    // The view's own elements are poisoned too; only what lies outside must keep the canary.
+    const auto res = ctx.run_on(pv, in, std::move(outs), "");
+    const std::string tag(layout_name(l));
+    for (const char* what : {"out", "lse"}) {
+      const Tensor& t = std::string_view(what) == "out" ? res.out : res.lse;
+      if (t.empty()) continue;
+      const auto [n, first] = trampled(t);
+      fig[tag][what] = {{"trampled", n}};
+      if (n > 0)
+        return failed(fmt::format("{} ({}): {} guard elements overwritten; first at storage offset {} from element 0", what,
+                                  tag, n, first),
+                      fig);
     }
-    return passed(fig);
+    const char* names[] = {"q", "k", "v"};
+    const Tensor* ts[] = {&in.q, &in.k, &in.v};
+    for (int i = 0; i < 3; ++i) {
+      const auto s = ts[i]->storage();
+      if (!std::equal(s.begin(), s.end(), before[static_cast<std::size_t>(i)].begin()))
+        return failed(fmt::format("input {} ({}) was modified by the kernel", names[i], tag), fig);
+    }
   }
-};
+  return passed(fig);
+}
 
 }  // namespace
-std::unique_ptr<Check> make_canary() { return std::make_unique<Canary>(); }
+std::unique_ptr<Check> make_canary() { return make_check("canary", "guard zones around out/lse intact, inputs unchanged", guards_intact); }
 }  // namespace attest::conformance::checks

@@ -29,35 +29,30 @@ std::pair<std::int64_t, Shape> unwritten(const Tensor& a, const Tensor& b, std::
   return {n, first};
 }
 
-class Poison final : public Check {
- public:
-  std::string_view name() const override { return "poison"; }
-  std::string_view summary() const override { return "every out/lse element is written (NaN-prefilled twice)"; }
-  Outcome run(Context& ctx) const override {
-    RunSetup sa, sb;
-    sa.fill = kFillA;
-    sb.fill = kFillB;
-    const auto a = ctx.run(ctx.problem(), ctx.inputs(), sa);
-    const auto b = ctx.run(ctx.problem(), ctx.inputs(), sb);
-    nlohmann::json fig;
-    for (const char* what : {"out", "lse"}) {
-      const bool is_out = std::string_view(what) == "out";
-      const Tensor& ta = is_out ? a.out : a.lse;
-      const Tensor& tb = is_out ? b.out : b.lse;
-      if (ta.empty()) continue;
-      const auto [n, first] = unwritten(ta, tb, kFillA, kFillB);
-      fig[what] = {{"elements", ta.numel()}, {"unwritten", n}};
-      if (n > 0) {
-        fig[what]["first_unwritten"] = first;
-        return failed(fmt::format("{} of {} {} elements never written; first at {}", n, ta.numel(), what,
-                                  metrics::index_string(first)),
-                      fig);
-      }
+Outcome all_written(const Check&, Context& ctx) {
+  RunSetup sa, sb;
+  sa.fill = kFillA;
+  sb.fill = kFillB;
+  const auto a = ctx.run(ctx.problem(), ctx.inputs(), sa);
+  const auto b = ctx.run(ctx.problem(), ctx.inputs(), sb);
+  nlohmann::json fig;
+  for (const char* what : {"out", "lse"}) {
+    const bool is_out = std::string_view(what) == "out";
+    const Tensor& ta = is_out ? a.out : a.lse;
+    const Tensor& tb = is_out ? b.out : b.lse;
+    if (ta.empty()) continue;
+    const auto [n, first] = unwritten(ta, tb, kFillA, kFillB);
+    fig[what] = {{"elements", ta.numel()}, {"unwritten", n}};
+    if (n > 0) {
+      fig[what]["first_unwritten"] = first;
+      return failed(fmt::format("{} of {} {} elements never written; first at {}", n, ta.numel(), what,
+                                metrics::index_string(first)),
+                    fig);
     }
-    return passed(fig);
   }
-};
+  return passed(fig);
+}
 
 }  // namespace
-std::unique_ptr<Check> make_poison() { return std::make_unique<Poison>(); }
+std::unique_ptr<Check> make_poison() { return make_check("poison", "every out/lse element is written (NaN-prefilled twice)", all_written); }
 }  // namespace attest::conformance::checks

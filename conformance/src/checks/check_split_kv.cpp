@@ -53,63 +53,58 @@ MetricSet plus(MetricSet a, const MetricSet& b) {
   return a;
 }
 
-class SplitKv final : public Check {
- public:
-  bool declared_by(const kernels::Kernel& k) const override {
-    return k.capabilities().lse;
-  }
-  std::string_view name() const override { return "split_kv"; }
-  std::string_view summary() const override { return "two KV halves merged through their LSEs equal the full run"; }
-  Outcome run(Context& ctx) const override {
-    const Problem& p = ctx.problem();
-    const auto& c = ctx.caps();
-    if (!c.lse) return unsupported("kernel writes no LSE");
-    if (p.mask != Mask::none) return unsupported("split-KV merge is checked on unmasked problems");
-    if (p.ragged()) return unsupported("split-KV merge is checked on non-ragged problems");
-    if (p.seqlen_kv < 2) return unsupported("needs at least 2 keys");
-    const std::int64_t T1 = p.seqlen_kv / 2;
-    Problem p1 = p, p2 = p;
-    p1.seqlen_kv = T1;
-    p2.seqlen_kv = p.seqlen_kv - T1;
-    for (const Problem* q : {&p1, &p2})
-      if (auto st = ctx.kernel().supports(*q, ctx.recipe()); !st) return unsupported("half problem refused: " + st.reason());
-    const auto& in = ctx.inputs();
-    const datasets::Qkv h1{in.q, token_slice(in.k, 0, T1), token_slice(in.v, 0, T1)};
-    const datasets::Qkv h2{in.q, token_slice(in.k, T1, p.seqlen_kv), token_slice(in.v, T1, p.seqlen_kv)};
-    const auto r1 = ctx.run(p1, h1), r2 = ctx.run(p2, h2);
-    const auto& full = ctx.baseline();
-    const auto e1 = ctx.emulate(p1, h1.q, h1.k, h1.v), e2 = ctx.emulate(p2, h2.q, h2.k, h2.v);
-    const auto& emu = ctx.emu();
-    const auto& rev = ctx.emu_rev();
+Outcome merged_halves(const Check& self, Context& ctx) {
+  const Problem& p = ctx.problem();
+  const auto& c = ctx.caps();
+  if (!c.lse) return unsupported("kernel writes no LSE");
+  if (p.mask != Mask::none) return unsupported("split-KV merge is checked on unmasked problems");
+  if (p.ragged()) return unsupported("split-KV merge is checked on non-ragged problems");
+  if (p.seqlen_kv < 2) return unsupported("needs at least 2 keys");
+  const std::int64_t T1 = p.seqlen_kv / 2;
+  Problem p1 = p, p2 = p;
+  p1.seqlen_kv = T1;
+  p2.seqlen_kv = p.seqlen_kv - T1;
+  for (const Problem* q : {&p1, &p2})
+    if (auto st = ctx.kernel().supports(*q, ctx.recipe()); !st) return unsupported("half problem refused: " + st.reason());
+  const auto& in = ctx.inputs();
+  const datasets::Qkv h1{in.q, token_slice(in.k, 0, T1), token_slice(in.v, 0, T1)};
+  const datasets::Qkv h2{in.q, token_slice(in.k, T1, p.seqlen_kv), token_slice(in.v, T1, p.seqlen_kv)};
+  const auto r1 = ctx.run(p1, h1), r2 = ctx.run(p2, h2);
+  const auto& full = ctx.baseline();
+  const auto e1 = ctx.emulate(p1, h1.q, h1.k, h1.v), e2 = ctx.emulate(p2, h2.q, h2.k, h2.v);
+  const auto& emu = ctx.emu();
+  const auto& rev = ctx.emu_rev();
 
-    const auto km = merge(r1.out, r1.lse, r2.out, r2.lse);
-    const auto em = merge(e1.out, e1.lse, e2.out, e2.lse);
-    const auto m_out = metrics::compare(km.out, full.out), m_lse = metrics::compare(km.lse, full.lse);
-    const auto b_out = metrics::compare(em.out, emu.out), b_lse = metrics::compare(em.lse, emu.lse);
-    const auto f_out = metrics::compare(rev.out, emu.out), f_lse = metrics::compare(rev.lse, emu.lse);
-    const auto ks = merge(r1.out, bump_ulp(r1.lse, INFINITY), r2.out, bump_ulp(r2.lse, -INFINITY));
-    const auto s_out = metrics::compare(ks.out, km.out), s_lse = metrics::compare(ks.lse, km.lse);
-    nlohmann::json fig, j;
-    metrics::to_json(j, m_out);
-    fig["out"] = j;
-    metrics::to_json(j, m_lse);
-    fig["lse"] = j;
-    fig["split"] = {T1, p.seqlen_kv - T1};
-    if (m_out.nonfinite_mismatches > 0 || m_lse.nonfinite_mismatches > 0)
-      return mistrusted("merged halves have NaN/Inf where the full run has none", fig);
-    if (m_out.norm_ref == 0) return mistrusted("full output has norm 0: the merge check detects nothing", fig);
-    const auto& row = ctx.tolerances().lookup(ctx.recipe_label(), name());
-    const auto jd = judge(row, metric_set(m_out, &m_lse), metric_set(b_out, &b_lse),
-                          plus(metric_set(f_out, &f_lse), metric_set(s_out, &s_lse)));
-    nlohmann::json js;
-    metrics::to_json(js, s_out);
-    fig["lse_ulp_sensitivity"] = js;
-    fig["judgement"] = jd.figures;
-    if (!jd.pass) return failed("merged halves vs full run: " + jd.reason, fig);
-    return passed(fig);
-  }
-};
+  const auto km = merge(r1.out, r1.lse, r2.out, r2.lse);
+  const auto em = merge(e1.out, e1.lse, e2.out, e2.lse);
+  const auto m_out = metrics::compare(km.out, full.out), m_lse = metrics::compare(km.lse, full.lse);
+  const auto b_out = metrics::compare(em.out, emu.out), b_lse = metrics::compare(em.lse, emu.lse);
+  const auto f_out = metrics::compare(rev.out, emu.out), f_lse = metrics::compare(rev.lse, emu.lse);
+  const auto ks = merge(r1.out, bump_ulp(r1.lse, INFINITY), r2.out, bump_ulp(r2.lse, -INFINITY));
+  const auto s_out = metrics::compare(ks.out, km.out), s_lse = metrics::compare(ks.lse, km.lse);
+  nlohmann::json fig, j;
+  metrics::to_json(j, m_out);
+  fig["out"] = j;
+  metrics::to_json(j, m_lse);
+  fig["lse"] = j;
+  fig["split"] = {T1, p.seqlen_kv - T1};
+  if (m_out.nonfinite_mismatches > 0 || m_lse.nonfinite_mismatches > 0)
+    return mistrusted("merged halves have NaN/Inf where the full run has none", fig);
+  if (m_out.norm_ref == 0) return mistrusted("full output has norm 0: the merge check detects nothing", fig);
+  const auto& row = ctx.tolerances().lookup(ctx.recipe_label(), self.name());
+  const auto jd = judge(row, metric_set(m_out, &m_lse), metric_set(b_out, &b_lse),
+                        plus(metric_set(f_out, &f_lse), metric_set(s_out, &s_lse)));
+  nlohmann::json js;
+  metrics::to_json(js, s_out);
+  fig["lse_ulp_sensitivity"] = js;
+  fig["judgement"] = jd.figures;
+  if (!jd.pass) return failed("merged halves vs full run: " + jd.reason, fig);
+  return passed(fig);
+}
 
 }  // namespace
-std::unique_ptr<Check> make_split_kv() { return std::make_unique<SplitKv>(); }
+std::unique_ptr<Check> make_split_kv() {
+  return make_check("split_kv", "two KV halves merged through their LSEs equal the full run", merged_halves,
+                    [](const kernels::Kernel& k) { return k.capabilities().lse; });
+}
 }  // namespace attest::conformance::checks

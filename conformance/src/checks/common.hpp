@@ -2,6 +2,8 @@
 // Helpers shared by the check units.
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -58,6 +60,59 @@ inline bool needs_determinism(const Context& ctx, Outcome& out) {
   if (ctx.caps().deterministic) return false;
   out = unsupported("kernel " + ctx.kernel().name() + " declares no run-to-run determinism: bitwise parity does not apply");
   return true;
+}
+
+/// Kernels that promise the same bits across runs declare the bit-parity checks.
+inline bool declares_determinism(const kernels::Kernel& k) { return k.capabilities().deterministic; }
+
+/// The case's call rerun on `p` with `setup`, compared bit for bit with the baseline (out, and
+/// lse when both write one): empty when identical, else the first difference named `what`.
+inline std::string rerun_diff(Context& ctx, const Problem& p, const RunSetup& setup, const std::string& what,
+                              nlohmann::json& figures) {
+  const auto& base = ctx.baseline();
+  return output_diff(ctx.run(p, ctx.inputs(), setup), base, what, figures);
+}
+
+/// A check given by its name, one-line summary, run function and declaration predicate (none:
+/// Check's default), so that a check unit is its logic and not a class skeleton. `run` gets the
+/// check itself for its name (the key of its tolerance row).
+class FnCheck final : public Check {
+ public:
+  using RunFn = std::function<Outcome(const Check& self, Context& ctx)>;
+  using DeclaredFn = bool (*)(const kernels::Kernel& k);
+  FnCheck(std::string_view name, std::string_view summary, RunFn run, DeclaredFn declared)
+      : name_(name), summary_(summary), run_(std::move(run)), declared_(declared) {}
+  std::string_view name() const override { return name_; }
+  std::string_view summary() const override { return summary_; }
+  bool declared_by(const kernels::Kernel& k) const override { return declared_ ? declared_(k) : Check::declared_by(k); }
+  Outcome run(Context& ctx) const override { return run_(*this, ctx); }
+
+ private:
+  std::string_view name_, summary_;
+  RunFn run_;
+  DeclaredFn declared_;
+};
+
+inline std::unique_ptr<Check> make_check(std::string_view name, std::string_view summary, FnCheck::RunFn run,
+                                         FnCheck::DeclaredFn declared = nullptr) {
+  return std::make_unique<FnCheck>(name, summary, std::move(run), declared);
+}
+
+/// A bit-parity check (determinism, churn, layout: the baseline's call made again another way
+/// gives the same bits): unsupported for a kernel without run-to-run determinism, else `body`
+/// on empty figures.
+inline std::unique_ptr<Check> make_parity_check(std::string_view name, std::string_view summary,
+                                                Outcome (*body)(Context& ctx, nlohmann::json& figures),
+                                                FnCheck::DeclaredFn declared = declares_determinism) {
+  return make_check(
+      name, summary,
+      [body](const Check&, Context& ctx) {
+        Outcome o;
+        if (needs_determinism(ctx, o)) return o;
+        nlohmann::json fig;
+        return body(ctx, fig);
+      },
+      declared);
 }
 
 /// Logical (batch, token) position of query row i of batch element b (ragged: packed tokens).

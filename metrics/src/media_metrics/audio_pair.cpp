@@ -7,17 +7,11 @@
 namespace attest::metrics {
 namespace {
 
+std::string decibels(double x) { return fixed_or_inf(x, 6) + " dB"; }
+
 MediaMetric make_snr() {
-  MediaMetric m;
-  m.name = "snr";
-  m.help = "SNR, 10 log10((sum t^2 + eps) / (sum (t - p)^2 + eps)), eps = --snr-eps";
-  m.options = "--snr-eps";
-  m.scope = MetricScope::audio_pair;
-  m.order = 10;
-  m.series = {{"snr", "SNR", [](double x) { return fixed_or_inf(x, 6) + " dB"; }}};
-  m.per_signal = [](std::span<const double> t, std::span<const double> r, const MediaOptions& o) {
-    return compare_signals(t, r, o.snr_eps).snr;
-  };
+  MediaMetric m = signal_metric("snr", "SNR, 10 log10((sum t^2 + eps) / (sum (t - p)^2 + eps)), eps = --snr-eps",
+                                "--snr-eps", 10, {"snr", "SNR", decibels}, &SignalComparison::snr);
   m.margin = "snr_db";
   m.label = "audio SNR";
   m.column = "audio SNR dB / cos";
@@ -25,30 +19,10 @@ MediaMetric make_snr() {
   return m;
 }
 
-MediaMetric make_si_sdr() {
-  MediaMetric m;
-  m.name = "si_sdr";
-  m.help = "scale-invariant SDR (torchmetrics, zero_mean=False); reported, not judged";
-  m.options = "--snr-eps";
-  m.scope = MetricScope::audio_pair;
-  m.order = 20;
-  m.series = {{"si_sdr", "SI-SDR", [](double x) { return fixed_or_inf(x, 6) + " dB"; }}};
-  m.per_signal = [](std::span<const double> t, std::span<const double> r, const MediaOptions& o) {
-    return compare_signals(t, r, o.snr_eps).si_sdr;
-  };
-  return m;
-}
-
 MediaMetric make_cosine() {
-  MediaMetric m;
-  m.name = "cosine";
-  m.help = "cosine similarity <p, t> / (|p| |t|) (1 when both are zero)";
-  m.scope = MetricScope::audio_pair;
-  m.order = 30;
-  m.series = {{"cosine", "cosine", [](double x) { return fmt::format("{:.10f}", x); }}};
-  m.per_signal = [](std::span<const double> t, std::span<const double> r, const MediaOptions& o) {
-    return compare_signals(t, r, o.snr_eps).cosine;
-  };
+  MediaMetric m = signal_metric("cosine", "cosine similarity <p, t> / (|p| |t|) (1 when both are zero)", "", 30,
+                                {"cosine", "cosine", [](double x) { return fmt::format("{:.10f}", x); }},
+                                &SignalComparison::cosine);
   m.margin = "cosine";
   m.label = "audio cosine";
   m.column = "audio SNR dB / cos";
@@ -57,7 +31,8 @@ MediaMetric make_cosine() {
 }
 
 ATTEST_REGISTER_MEDIA_METRIC(make_snr());
-ATTEST_REGISTER_MEDIA_METRIC(make_si_sdr());
+ATTEST_REGISTER_MEDIA_METRIC(signal_metric("si_sdr", "scale-invariant SDR (torchmetrics, zero_mean=False); reported, not judged",
+                                           "--snr-eps", 20, {"si_sdr", "SI-SDR", decibels}, &SignalComparison::si_sdr));
 ATTEST_REGISTER_MEDIA_METRIC(make_cosine());
 
 }  // namespace

@@ -7,18 +7,8 @@ namespace attest::metrics {
 namespace {
 
 MediaMetric stat(const char* name, const char* label, int order, double (*pick)(const AudioStats&), const char* help) {
-  MediaMetric m;
-  m.name = name;
-  m.help = help;
-  m.scope = MetricScope::audio_stat;
-  m.order = order;
-  m.series = {{name, label, [](double x) { return fmt::format("{:.6f}", x); }}};
+  MediaMetric m = statistic_metric(MetricScope::audio_stat, name, help, order, label, label, label, 6);
   m.per_recording = [pick](const Audio& a) { return pick(audio_stats(a)); };
-  m.margin = "stats_rel";
-  m.margin_abs = "stats_abs";
-  m.label = label;
-  m.stat_column = label;
-  m.stat_precision = 6;
   return m;
 }
 

@@ -9,18 +9,8 @@ namespace {
 
 MediaMetric luma(const char* name, const char* label, const char* cli_label, int order, double (*pick)(const MeanStd&),
                  const char* help) {
-  MediaMetric m;
-  m.name = name;
-  m.help = help;
-  m.scope = MetricScope::video_frame;
-  m.order = order;
-  m.series = {{name, cli_label, [](double x) { return fmt::format("{:.6f}", x); }}};
+  MediaMetric m = statistic_metric(MetricScope::video_frame, name, help, order, cli_label, label, label, 3);
   m.per_frame = [pick](const Frame& f) { return pick(mean_std(f.luma)); };
-  m.margin = "stats_rel";
-  m.margin_abs = "stats_abs";
-  m.label = label;
-  m.stat_column = label;
-  m.stat_precision = 3;
   return m;
 }
 

@@ -11,28 +11,16 @@ namespace attest::metrics {
 namespace {
 
 MediaMetric make() {
-  MediaMetric m;
-  m.name = "psnr";
-  m.help = "PSNR per frame, 10 log10(255^2 / MSE) of the exact integer MSE; identical frames are +inf (or the cap)";
-  m.options = "--channels, --psnr-cap";
-  m.scope = MetricScope::video_pair;
-  m.order = 10;
-  m.series = {{"mse", "MSE", [](double x) { return fmt::format("{:.6f}", x); }},
-              {"psnr", "PSNR", [](double x) { return fixed_or_inf(x, 6) + " dB"; }}};
+  MediaMetric m = media_metric(
+      MetricScope::video_pair, "psnr",
+      "PSNR per frame, 10 log10(255^2 / MSE) of the exact integer MSE; identical frames are +inf (or the cap)",
+      "--channels, --psnr-cap", 10,
+      {{"mse", "MSE", [](double x) { return fmt::format("{:.6f}", x); }},
+       {"psnr", "PSNR", [](double x) { return fixed_or_inf(x, 6) + " dB"; }}});
   m.judged_series = 1;
   m.per_frame_pair = [](const FramePair& p, const MediaOptions& o, double* out) {
-    double e = 0;
-    if (o.channels == Channels::luma) {
-      e = mse(p.test_luma, p.ref_luma);
-    } else {
-      // Colour: PSNR of the mean plane MSE, B, G, R summed in that order (compare_images).
-      std::vector<cv::Mat> a, b;
-      cv::split(p.test, a);
-      cv::split(p.ref, b);
-      double sum = 0;
-      for (std::size_t c = 0; c < a.size(); ++c) sum += mse(a[c], b[c]);
-      e = sum / static_cast<double>(a.size());
-    }
+    // Colour: PSNR of the mean plane MSE.
+    const double e = channel_mean(p, o, [](const cv::Mat& a, const cv::Mat& b) { return mse(a, b); });
     out[0] = e;
     out[1] = psnr_from_mse(e, 255.0, o.psnr_cap_db);
   };

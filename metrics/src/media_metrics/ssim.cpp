@@ -11,24 +11,11 @@ namespace attest::metrics {
 namespace {
 
 MediaMetric make() {
-  MediaMetric m;
-  m.name = "ssim";
-  m.help = "mean SSIM per frame under --ssim (wang, skimage, opencv, ffmpeg); colour: mean over B, G, R";
-  m.options = "--ssim, --channels";
-  m.scope = MetricScope::video_pair;
-  m.order = 20;
-  m.series = {{"ssim", "SSIM", [](double x) { return fmt::format("{:.10f}", x); }}};
+  MediaMetric m = media_metric(MetricScope::video_pair, "ssim",
+                               "mean SSIM per frame under --ssim (wang, skimage, opencv, ffmpeg); colour: mean over B, G, R",
+                               "--ssim, --channels", 20, {{"ssim", "SSIM", [](double x) { return fmt::format("{:.10f}", x); }}});
   m.per_frame_pair = [](const FramePair& p, const MediaOptions& o, double* out) {
-    if (o.channels == Channels::luma) {
-      out[0] = ssim(p.test_luma, p.ref_luma, o.ssim);
-      return;
-    }
-    std::vector<cv::Mat> a, b;
-    cv::split(p.test, a);
-    cv::split(p.ref, b);
-    double sum = 0;  // B, G, R in that order, as compare_images
-    for (std::size_t c = 0; c < a.size(); ++c) sum += ssim(a[c], b[c], o.ssim);
-    out[0] = sum / static_cast<double>(a.size());
+    out[0] = channel_mean(p, o, [&o](const cv::Mat& a, const cv::Mat& b) { return ssim(a, b, o.ssim); });
   };
   m.summarize = [](const std::vector<std::vector<double>>& s, const MediaOptions&) { return mean_min_summary(s[0]); };
   m.margin = "ssim";

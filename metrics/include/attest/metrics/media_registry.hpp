@@ -173,6 +173,27 @@ std::string fixed_or_inf(double x, int decimals);
 /// The default summary: mean, min, min_frame (first minimum) of one series.
 std::vector<Figure> mean_min_summary(const std::vector<double>& v);
 
+// --- factories for the kinds of metric that several metric files share ---
+
+/// A metric's identity: every field a metric states whatever its kind (the rest at defaults).
+MediaMetric media_metric(MetricScope scope, std::string name, std::string help, std::string options, int order,
+                         std::vector<Series> series);
+
+/// A global statistic (scope video_frame or audio_stat) judged by the exact runs' spread (margins
+/// stats_rel and stats_abs); one series `cli_label` printed with 6 decimals, `label` in reasons,
+/// `stat_column` with `stat_precision` decimals in the statistics table. The caller sets
+/// per_frame (and needs_previous) or per_recording.
+MediaMetric statistic_metric(MetricScope scope, std::string name, std::string help, int order, std::string cli_label,
+                             std::string label, std::string stat_column, int stat_precision);
+
+/// An audio_pair metric reporting one figure of compare_signals (under --snr-eps) per signal.
+MediaMetric signal_metric(std::string name, std::string help, std::string options, int order, Series series,
+                          double SignalComparison::*figure);
+
+/// A figure of a frame pair under --channels: `f` of the luma planes, or the mean of `f` over the
+/// B, G, R planes (summed in that order, as compare_images).
+double channel_mean(const FramePair& p, const MediaOptions& o, const std::function<double(const cv::Mat&, const cv::Mat&)>& f);
+
 struct MediaMetricRegistrar {
   explicit MediaMetricRegistrar(MediaMetric m) { register_media_metric(std::move(m)); }
 };
