@@ -29,7 +29,7 @@ struct GateArgs {
 };
 
 void add_common(CLI::App* c, GateArgs& a) {
-  c->add_option("--kernel", a.kernel, "Kernel glob (a glob starting with 'mutant' also selects mutants)");
+  c->add_option("--kernel", a.kernel, "Kernel glob (mutants join only a glob that matches mutants alone, e.g. 'mutant*')");
   c->add_option("--recipe", a.recipe, "Recipe glob (named recipe labels or full strings)");
   c->add_option("--check", a.check, "Check globs, comma-separated (see `attest list checks`)");
   c->add_option("--shard", a.shard, "i/n: run group i of every n (default GTEST_SHARD_INDEX/GTEST_TOTAL_SHARDS)");

@@ -359,10 +359,8 @@ GateReport run_gate(const GateOptions& opt) {
       const std::string why = kernel_named(c.kernel).capabilities().unavailable;
       if (why.empty()) continue;
       unavailable_seen.push_back(c.kernel);
-      std::size_t cases = 0;
-      for (const auto& d : rep.coverage) cases += d.kernel == c.kernel ? d.cases : 0;
-      rep.errors.push_back(fmt::format("kernel {} is unavailable on this host ({}): none of its {} cases could run", c.kernel,
-                                       why, cases));
+      // No case count: the same line on every shard, so `report merge` keeps one.
+      rep.errors.push_back(fmt::format("kernel {} is unavailable on this host ({}): none of its cases could run", c.kernel, why));
     }
     if (opt.shard.count == 1)
       for (const auto& c : rep.coverage)

@@ -39,7 +39,17 @@ def main():
         row = row_for(table, c["recipe"])
         metrics = c["accuracy"]["figures"]["judgement"]["metrics"]
         name = c["source"].rsplit("/", 1)[-1]
-        for m, f in sorted(metrics.items()):
+        # Every metric the current row judges must have the old figures to re-judge it; the LSE
+        # ones only where the capture holds an LSE (SDPA's math path returns none).
+        judged = sorted(row["alpha"]) if isinstance(row["alpha"], dict) else sorted(metrics)
+        missing = [m for m in judged if m not in metrics and not m.startswith("lse")]
+        if missing:
+            raise SystemExit(f"rejudge_captures: {name}: no old figures for {', '.join(missing)}")
+        for m in judged:
+            if m not in metrics:
+                print(f"| {name} | {c['recipe']} | {m} | n/a (no LSE captured) | | | | | | |")
+                continue
+            f = metrics[m]
             alpha = row["alpha"][m] if isinstance(row["alpha"], dict) else row["alpha"]
             eps = row["eps"][m] if isinstance(row["eps"], dict) else row["eps"]
             lower = alpha * f["budget"] + eps

@@ -88,7 +88,7 @@ class FnCheck final : public Check {
   Outcome run(Context& ctx) const override { return run_(*this, ctx); }
 
  private:
-  std::string_view name_, summary_;
+  std::string name_, summary_;  // owned: a caller may build them
   RunFn run_;
   DeclaredFn declared_;
 };

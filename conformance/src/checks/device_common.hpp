@@ -34,7 +34,7 @@ inline bool device_check_declared(const kernels::Kernel& k) { return k.device() 
 inline bool device_check_applies(const Context& ctx, Outcome& out) {
   if (ctx.kernel().device() == nullptr) {
     out = unsupported("kernel " + ctx.kernel().name() +
-                      " has no device entry point (device checks apply to GPU kernels with a device side, Kernel::device())");
+                      " has no device side (device checks apply to GPU kernels with one, Kernel::device())");
     return false;
   }
   if (gpu::device_count() == 0) {

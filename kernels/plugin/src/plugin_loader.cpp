@@ -78,6 +78,9 @@ class PluginKernel final : public Kernel {
 
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
+    // The dtype bits first, then the device, then the kernel's own callback (plugin_abi::supports
+    // checks the dtype again, which is then always met).
+    if (auto st = plugin_abi::supports(nullptr, nullptr, k_.dtypes, p, r); !st) return st;
     if (k_.memory == ATTEST_PLUGIN_MEMORY_DEVICE) {
 #if ATTEST_KERNELS_PLUGIN_GPU
       if (gpu::device_count() == 0) return Status::unsupported("no GPU device (or no driver) on this host");

@@ -132,7 +132,7 @@ class Check {
   /// True for checks that capture a device graph: a global-mode capture is invalidated by any
   /// device call from another thread, so the gate runs these alone, after every other case.
   [[nodiscard]] virtual bool runs_alone() const { return false; }
-  /// Whether the kernel's declarations (capabilities, configs, device entry) promise this check
+  /// Whether the kernel's declarations (capabilities, configs, device side) promise this check
   /// something to judge. The gate fails a kernel x check that is declared and has cases but no
   /// passing one (coverage, docs/gate.md); a check a kernel does not declare may stay n/a.
   [[nodiscard]] virtual bool declared_by(const kernels::Kernel&) const { return true; }

@@ -21,7 +21,8 @@ struct CliRun {
 enum class Stderr { folded, apart };
 
 /// Runs a shell command (`/bin/sh -c`) and waits for it; both streams are read as they come, so
-/// neither can fill its pipe and stall the command.
+/// neither can fill its pipe and stall the command. POSIX pipe/fork/poll by hand: Boost.Process
+/// would do it, but it is a compiled-in dependency of every test target for ~60 lines.
 inline CliRun run_command(const std::string& command, Stderr stderr_to = Stderr::folded) {
   CliRun r;
   int out[2] = {-1, -1}, err[2] = {-1, -1};

@@ -36,7 +36,7 @@ class HostMirror {
     buffers_.at(st.data()).download(st.data(), st.size());
   }
   /// A ragged problem's cu_seqlens_q and cu_seqlens_kv on the device (one allocation); nullptrs
-  /// when the problem is not ragged.
+  /// when the problem is not ragged. Once per mirror: a second call frees the first's buffer.
   std::pair<const std::int64_t*, const std::int64_t*> cu_seqlens(const Problem& p) {
     if (!p.ragged()) return {nullptr, nullptr};
     std::vector<std::int64_t> host(p.cu_seqlens_q);
