@@ -78,8 +78,7 @@ class PluginKernel final : public Kernel {
 
   Status supports(const Problem& p, const Recipe& r) const override {
     if (auto st = Kernel::supports(p, r); !st) return st;
-    // The dtype bits first, then the device, then the kernel's own callback (plugin_abi::supports
-    // checks the dtype again, which is then always met).
+    // The dtype bits first, then the device, then the kernel's own callback.
     if (auto st = plugin_abi::supports(nullptr, nullptr, k_.dtypes, p, r); !st) return st;
     if (k_.memory == ATTEST_PLUGIN_MEMORY_DEVICE) {
 #if ATTEST_KERNELS_PLUGIN_GPU
@@ -88,7 +87,7 @@ class PluginKernel final : public Kernel {
       return Status::unsupported("device-memory plugin kernel, and this attest build has no GPU backend");
 #endif
     }
-    return plugin_abi::supports(k_.supports, k_.context, k_.dtypes, p, r);
+    return plugin_abi::supports(k_.supports, k_.context, 0 /* dtypes checked above */, p, r);
   }
 
   void run(const Args& a) override {
