@@ -28,10 +28,10 @@ import numpy as np
 
 from . import _bridge as B
 from . import _native as N
-from ._native import AttestError
+from ._native import AttestError, Unsupported
 
 __all__ = ["gate", "run_case", "pair", "merge", "ladder", "cpp_kernel", "list_items", "GateResult", "AttestError",
-           "format_ladder"]
+           "Unsupported", "format_ladder"]
 
 _BOUND: dict[str, B.Bound] = {}
 
@@ -44,7 +44,9 @@ def _sanitize(name: str) -> str:
 def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device: Optional[str], dtype: Optional[str],
           layout: str, causal: str, masks: Optional[Sequence[str]], head_dims: Sequence[int], gqa: bool, cross: bool,
           head_dim_v: bool, lse: Optional[bool], deterministic: bool, mutates_inputs: bool,
-          configs: Optional[Sequence[str]], supports: Optional[Callable], kwargs: Optional[dict]) -> B.Spec:
+          configs: Optional[Sequence[str]], supports: Optional[Callable], kwargs: Optional[dict],
+          ftz: bool = False, min_alignment: int = 0, causal_cross: bool = True, isolate: bool = True,
+          call_timeout: float = 600.0) -> B.Spec:
     if contract not in ("accuracy", "bitwise"):
         raise AttestError(f"contract '{contract}' is not 'accuracy' or 'bitwise'")
     if layout not in ("bhsd", "bshd"):
@@ -67,13 +69,21 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
     dtype = B._DTYPES.get(str(dtype).replace("torch.", ""), None) if dtype is not None else B.default_dtype(recipe)
     if dtype is None:
         raise AttestError("dtype must be float32, bfloat16 or float16")
+    min_alignment = int(hints.get("min_alignment", min_alignment) or 0)
+    if min_alignment < 0 or (min_alignment & (min_alignment - 1)) != 0:
+        raise AttestError(f"min_alignment {min_alignment} is not 0 or a power of two (bytes)")
+    itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
+    if call_timeout is None or not call_timeout > 0:
+        raise AttestError(f"call_timeout {call_timeout} is not a positive number of seconds")
     return B.Spec(fn=fn, name=_sanitize(name or getattr(fn, "__name__", "fn")), recipe=recipe, device=str(device),
                   dtype=dtype, layout=layout, causal=causal, masks=tuple(masks),
                   head_dims=tuple(hints.get("head_dims", head_dims)), gqa=hints.get("gqa", gqa),
                   cross=hints.get("cross", cross), head_dim_v=hints.get("head_dim_v", head_dim_v),
                   lse=hints.get("lse", bool(lse)), deterministic=deterministic, bitwise=contract == "bitwise",
                   mutates_inputs=mutates_inputs, configs=tuple(configs), supports=supports or hints.get("supports"),
-                  kwargs=dict(kwargs or {}))
+                  kwargs=dict(kwargs or {}), ftz=bool(hints.get("ftz", ftz)),
+                  row_align=max(1, -(-min_alignment // itemsize)), causal_cross=bool(hints.get("causal_cross", causal_cross)),
+                  isolate=bool(hints.get("isolate", isolate)), call_timeout=float(call_timeout))
 
 
 def _bind(spec: B.Spec) -> B.Bound:
@@ -83,9 +93,24 @@ def _bind(spec: B.Spec) -> B.Bound:
 
 
 def _declare(fn, recipe, contract, name, device, dtype, layout, causal, masks, head_dims, gqa, cross, head_dim_v, lse,
-             deterministic, mutates_inputs, configs, supports, kwargs) -> B.Bound:
+             deterministic, mutates_inputs, configs, supports, kwargs, **more) -> B.Bound:
     return _bind(_spec(fn, recipe, contract, name, device, dtype, layout, causal, masks, head_dims, gqa, cross,
-                       head_dim_v, lse, deterministic, mutates_inputs, configs, supports, kwargs))
+                       head_dim_v, lse, deterministic, mutates_inputs, configs, supports, kwargs, **more))
+
+
+def _more(declared: dict) -> dict:
+    """The declarations added after the positional ones of _spec (ftz, min_alignment, ...)."""
+    return {k: declared.pop(k) for k in ("ftz", "min_alignment", "causal_cross", "isolate", "call_timeout")
+            if k in declared}
+
+
+def _finish(*bounds: B.Bound) -> list:
+    """Ends the bounds' worker processes; returns their history (which calls ran in which worker)."""
+    hist = []
+    for b in bounds:
+        b.close()
+        hist += [{**w, "kernel": b.kernel} for w in b.workers()]
+    return hist
 
 
 @dataclass
@@ -159,8 +184,9 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
          masks: Optional[Sequence[str]] = None, head_dims: Sequence[int] = (), gqa: bool = True, cross: bool = True,
          head_dim_v: bool = True, lse: Optional[bool] = None, deterministic: bool = True, mutates_inputs: bool = False,
          configs: Optional[Sequence[str]] = None, supports: Optional[Callable] = None, kwargs: Optional[dict] = None,
-         reruns: int = 5, jobs: int = 1, tolerances: Optional[str] = None, cases_text: Optional[str] = None,
-         out: Optional[os.PathLike] = None) -> GateResult:
+         ftz: bool = False, min_alignment: int = 0, causal_cross: bool = True, isolate: bool = True,
+         call_timeout: float = 600.0, reruns: int = 5, jobs: int = 1, tolerances: Optional[str] = None,
+         cases_text: Optional[str] = None, out: Optional[os.PathLike] = None) -> GateResult:
     """Runs attest's gate on `fn(q, k, v, *, causal, scale, **kwargs) -> out | (out, lse)`.
 
     recipe      the numerical contract (named recipe or full string, docs/recipes.md): sets the
@@ -178,10 +204,25 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     lse         fn returns (out, lse) with lse [B,H,S] natural log: enables split_kv and merge
     masks, head_dims, gqa, cross, head_dim_v: capabilities; cases outside them are UNSUPPORTED and
                 the refusal check holds fn to them. supports(problem_dict) -> None | reason adds limits.
+    Declarations of what a correct kernel legitimately does (each shown in the coverage table):
+    ftz         the kernel flushes subnormal outputs to zero: the subnormal check reports it as a
+                declared property instead of failing it
+    min_alignment  bytes every row of q, k, v must be aligned to (e.g. 16 for kernels that load
+                16-byte vectors): layout and canary variants keep rows aligned to it; unaligned
+                problems are outside the declaration (UNSUPPORTED), never run
+    causal_cross   False: the kernel refuses causal masks when seqlen_q != seqlen_kv
+    isolate     True (default): every call runs in a worker process, so a fault (sticky CUDA
+                error, segfault, abort, out of memory, a hang past call_timeout seconds) is one
+                `fault` verdict and the gate goes on in a fresh worker (python/attest/_worker.py)
+    A callable refuses a problem at call time by raising attest.Unsupported (or NotImplementedError;
+    torch's "No available kernel" counts too): one failed refusal row for the case, unless its
+    declarations exclude the case.
     out         folder for gate.md / gate.json / junit.xml / summary.txt
     """
     bound = _declare(fn, recipe, contract, name, device, dtype, layout, causal, masks, head_dims, gqa, cross,
-                     head_dim_v, lse, deterministic, mutates_inputs, configs, supports, kwargs)
+                     head_dim_v, lse, deterministic, mutates_inputs, configs, supports, kwargs, ftz=ftz,
+                     min_alignment=min_alignment, causal_cross=causal_cross, isolate=isolate,
+                     call_timeout=call_timeout)
     req: dict[str, Any] = {"kernel": bound.kernel, "profile": profile, "reruns": reruns, "jobs": jobs}
     if cases_text is not None:
         req["cases_text"] = cases_text
@@ -192,13 +233,30 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     if tolerances:
         req["tolerances"] = str(tolerances)
     t0 = time.perf_counter()
-    rc, reply = N.call("gate", **req)
-    res = GateResult(kernel=bound.kernel, exit_code=rc, report=reply["report"], markdown=reply["markdown"],
+    try:
+        rc, reply = N.call("gate", **req)
+    finally:
+        workers = _finish(bound)
+    report = reply["report"]
+    report["workers"] = workers
+    res = GateResult(kernel=bound.kernel, exit_code=rc, report=report,
+                     markdown=reply["markdown"] + _workers_markdown(workers),
                      junit=reply["junit"], summary=reply["summary"], seconds=time.perf_counter() - t0,
                      stats=dict(bound.spec.stats), fn_name=getattr(fn, "__name__", "fn"))
     if out is not None:
         res.write(out)
     return res
+
+
+def _workers_markdown(workers: list) -> str:
+    """Which calls ran in which worker process, and how each worker ended."""
+    if not workers:
+        return ""
+    rows = ["", "### Worker processes", "", "| worker | pid | start | calls | problems | ended |", "|---:|---:|---|---:|---|---|"]
+    for w in workers:
+        probs = ", ".join(w["problems"][:6]) + (f" (+{len(w['problems']) - 6})" if len(w["problems"]) > 6 else "")
+        rows.append(f"| {w['worker']} | {w['pid']} | {w['method']} | {w['calls']} | {probs} | {w['ended']} |")
+    return "\n".join(rows) + "\n"
 
 
 def run_case(fn: Callable, descriptor: str, *, reruns: int = 5, tolerances: Optional[str] = None, **declared):
@@ -211,28 +269,35 @@ def run_case(fn: Callable, descriptor: str, *, reruns: int = 5, tolerances: Opti
         raise AttestError(f"descriptor '{descriptor}': needs kernel=py.<name> and recipe=")
     declared.setdefault("name", m.group(1))
     contract = declared.pop("contract", "accuracy")
-    _bind(_spec(fn, recipe.group(1), contract, declared.pop("name"), declared.pop("device", None),
+    more = _more(declared)
+    bound = _bind(_spec(fn, recipe.group(1), contract, declared.pop("name"), declared.pop("device", None),
                 declared.pop("dtype", None), declared.pop("layout", "bhsd"), declared.pop("causal", "top_left"),
                 declared.pop("masks", None), declared.pop("head_dims", ()), declared.pop("gqa", True),
                 declared.pop("cross", True), declared.pop("head_dim_v", True), declared.pop("lse", None),
                 declared.pop("deterministic", True), declared.pop("mutates_inputs", False),
-                declared.pop("configs", None), declared.pop("supports", None), declared.pop("kwargs", None)))
+                declared.pop("configs", None), declared.pop("supports", None), declared.pop("kwargs", None), **more))
     if declared:
+        bound.close()
         raise AttestError(f"run_case: unknown declaration '{next(iter(declared))}'")
     req: dict[str, Any] = {"descriptor": descriptor, "reruns": reruns}
     if tolerances:
         req["tolerances"] = str(tolerances)
-    rc, reply = N.call("run_case", **req)
+    try:
+        rc, reply = N.call("run_case", **req)
+    finally:
+        _finish(bound)
     return rc, reply["results"], reply["dump"]
 
 
 def _quick(fn, recipe, contract="accuracy", **declared) -> B.Bound:
+    more = _more(declared)
     return _bind(_spec(fn, recipe, contract, declared.pop("name", None), declared.pop("device", None),
                        declared.pop("dtype", None), declared.pop("layout", "bhsd"), declared.pop("causal", "top_left"),
                        declared.pop("masks", None), declared.pop("head_dims", ()), declared.pop("gqa", True),
                        declared.pop("cross", True), declared.pop("head_dim_v", True), declared.pop("lse", None),
                        declared.pop("deterministic", True), declared.pop("mutates_inputs", False),
-                       declared.pop("configs", None), declared.pop("supports", None), declared.pop("kwargs", None)))
+                       declared.pop("configs", None), declared.pop("supports", None), declared.pop("kwargs", None),
+                       **more))
 
 
 def pair(fn_a: Callable, fn_b: Callable, *, contract: str = "bitwise", recipe: str = "bf16", profile: str = "cpu",
@@ -252,7 +317,10 @@ def pair(fn_a: Callable, fn_b: Callable, *, contract: str = "bitwise", recipe: s
         req["cases"] = cases
     if tolerances:
         req["tolerances"] = str(tolerances)
-    rc, reply = N.call("pair", **req)
+    try:
+        rc, reply = N.call("pair", **req)
+    finally:
+        _finish(a, b)
     return rc, reply["results"]
 
 
@@ -266,7 +334,10 @@ def merge(fn: Callable, *, recipe: str = "bf16", problem: str = "b1h2s256t1024d6
     req = {"kernel": b.kernel, "recipe": recipe, "problem": problem, "shards": list(shards), "dist": dist, "seed": seed}
     if tolerances:
         req["tolerances"] = str(tolerances)
-    rc, reply = N.call("merge", **req)
+    try:
+        rc, reply = N.call("merge", **req)
+    finally:
+        _finish(b)
     return rc, reply["results"]
 
 
@@ -283,7 +354,10 @@ def ladder(fn: Callable, *, recipe: str = "bf16", lengths: Sequence[int] = (256,
            "slope_margin": slope_margin, "dist": dist, "seed": seed}
     if tolerances:
         req["tolerances"] = str(tolerances)
-    _, reply = N.call("ladder", **req)
+    try:
+        _, reply = N.call("ladder", **req)
+    finally:
+        _finish(b)
     return reply
 
 
@@ -345,6 +419,9 @@ def cpp_kernel(kernel: str, *, causal: str = "both") -> Callable:
     fn.attest_recipe = info["recipes"][0]
     fn.attest_declares = {"head_dims": tuple(info["head_dims"]), "masks": tuple(info["masks"]), "gqa": info["gqa"],
                           "cross": info["cross"], "head_dim_v": info["head_dim_v"], "lse": info["lse"],
-                          "supports": supports, "configs": B.CPU_CONFIGS}
+                          "supports": supports, "configs": B.CPU_CONFIGS,
+                          # attest's own host kernels run in-process: they cannot fault the device, and
+                          # their OpenMP team would not survive a fork (libgomp is not fork-safe)
+                          "isolate": False}
     fn.attest_info = info
     return fn

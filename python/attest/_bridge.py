@@ -112,8 +112,18 @@ class Spec:
     configs: Sequence[str] = ()
     supports: Optional[Callable[[dict], Optional[str]]] = None  # problem dict -> None or a refusal reason
     kwargs: dict = field(default_factory=dict)
+    # Declarations of what the kernel legitimately does (reported in the coverage table):
+    ftz: bool = False            # flushes subnormal outputs to zero
+    row_align: int = 1           # elements: rows (every stride but the innermost) a multiple of it
+    causal_cross: bool = True    # causal masks with seqlen_q != seqlen_kv
+    isolate: bool = True         # calls run in a worker process (python/attest/_worker.py)
+    call_timeout: float = 600.0  # seconds: a call that takes longer is a hang (fault)
     stats: dict = field(default_factory=lambda: {"calls": 0, "fn_seconds": 0.0, "bridge_seconds": 0.0})
     last_error: Optional[str] = None
+
+
+# Messages by which frameworks refuse a problem at call time (a refusal, not an error).
+REFUSAL_MARKERS = ("No available kernel",)
 
 
 def _flags(s: Spec) -> int:
@@ -133,6 +143,7 @@ class Bound:
 
     def __init__(self, spec: Spec):
         self.spec = spec
+        self.worker = None  # _worker.Worker, started on the first call when spec.isolate
         self._run = N.RUN_FN(self._run_cb)
         self._keep = []
         enc = lambda s: s.encode()  # noqa: E731
@@ -155,6 +166,8 @@ class Bound:
         d.layouts = sum(1 << v for v in N.LAYOUTS.values())
         d.dtypes = 0
         d.flags = _flags(spec)
+        d.declares = (N.DECLARE_FTZ if spec.ftz else 0) | (0 if spec.causal_cross else N.DECLARE_NO_CAUSAL_CROSS)
+        d.row_align = max(1, int(spec.row_align))
         d.run = self._run
         if spec.supports is not None:
             self._supports = N.SUPPORTS_FN(self._supports_cb)
@@ -179,17 +192,35 @@ class Bound:
     def _run_cb(self, _ctx, args_p, msg, msg_size) -> int:
         t0 = time.perf_counter()
         try:
-            fn_s = invoke(self.spec, args_p.contents)
+            if self.spec.isolate:
+                if self.worker is None:
+                    from ._worker import Worker  # noqa: PLC0415
+
+                    self.worker = Worker(self.spec, self.spec.call_timeout)
+                rc, text, fn_s = self.worker.call(args_p.contents)
+            else:
+                rc, text, fn_s = 0, "", invoke(self.spec, args_p.contents)
+        except BaseException as e:  # noqa: BLE001 (nothing may escape into C++)
+            from ._worker import classify  # noqa: PLC0415
+
+            rc, text, fn_s = classify(self.spec, e), f"{type(e).__name__}: {e}", 0.0
+            self.spec.last_error = traceback.format_exc()
+        if rc == 0:
             self.spec.stats["calls"] += 1
             self.spec.stats["fn_seconds"] += fn_s
             self.spec.stats["bridge_seconds"] += time.perf_counter() - t0 - fn_s
             return 0
-        except BaseException as e:  # noqa: BLE001 (nothing may escape into C++)
-            text = f"{type(e).__name__}: {e}".replace("\n", " ")[: max(0, msg_size - 1)]
-            self.spec.last_error = traceback.format_exc()
-            ctypes.memmove(msg, text.encode("utf-8", "replace")[: max(0, msg_size - 1)] + b"\0",
-                           min(len(text.encode("utf-8", "replace")) + 1, msg_size))
-            return 1
+        data = text.replace("\n", " ").encode("utf-8", "replace")[: max(0, msg_size - 1)] + b"\0"
+        ctypes.memmove(msg, data, min(len(data), msg_size))
+        return rc
+
+    def close(self) -> None:
+        """Ends the worker process (if any); its history stays in self.workers()."""
+        if self.worker is not None:
+            self.worker.close()
+
+    def workers(self) -> list:
+        return list(self.worker.history) if self.worker is not None else []
 
 
 def _problem_dict(p: N.Problem) -> dict:
@@ -272,12 +303,34 @@ def _churn(torch, device):
     del junk
 
 
-def invoke(spec: Spec, a: N.RunArgs) -> float:
-    """Runs spec.fn on one attest call; returns the seconds spent inside fn."""
-    torch = _torch()
+def args_views(a: N.RunArgs) -> tuple:
+    """(problem dict, config, q, k, v, out, lse) of one attest call: numpy views of attest's buffers."""
     p = a.problem.contents
+    info = _problem_dict(p)
+    info["ragged"] = bool(p.cu_seqlens_q)
     config = a.config.decode() if a.config else ""
-    mask = {v: k for k, v in N.MASKS.items()}[p.mask]
+    views = [_np_view(t.contents) for t in (a.q, a.k, a.v, a.out)]
+    return (info, config, *views, _np_view(a.lse.contents) if a.lse else None)
+
+
+def invoke(spec: Spec, a: N.RunArgs) -> float:
+    """Runs spec.fn on one attest call in this process; returns the seconds spent inside fn."""
+    return run_views(spec, *args_views(a))
+
+
+_INT_VIEW = {2: "int16", 4: "int32", 8: "int64"}
+
+
+def _bits(torch, x):
+    # NaN != NaN: an input guard compares bit patterns, not values (attest injects NaN on purpose).
+    return x.view(getattr(torch, _INT_VIEW[x.element_size()])) if x.is_floating_point() else x
+
+
+def run_views(spec: Spec, p: dict, config: str, qn, kn, vn, outn, lsen) -> float:
+    """The call on numpy views (attest's buffers in-process, or the shared buffers of a worker):
+    inputs to the framework, fn, the outputs' logical elements written into outn / lsen."""
+    torch = _torch()
+    mask = p["mask"]
     if mask == "none":
         causal = False
     elif spec.causal == "both":
@@ -286,20 +339,17 @@ def invoke(spec: Spec, a: N.RunArgs) -> float:
         causal = True
     else:
         raise ValueError(f"mask {mask} is not what causal=True means to this callable ({spec.causal})")
-    if p.cu_seqlens_q:
+    if p.get("ragged"):
         raise ValueError("ragged problems are not supported by the Python bridge")
-    scale = float(p.softmax_scale)
-    qn, kn, vn = _np_view(a.q.contents), _np_view(a.k.contents), _np_view(a.v.contents)
-    outn = _np_view(a.out.contents)
-    lsen = _np_view(a.lse.contents) if a.lse else None
+    scale = float(p["scale"])
     q, k, v = (_to_layout(_to_framework(torch, x, spec), spec.layout) for x in (qn, kn, vn))
     cuda = spec.device.startswith("cuda")
     if config in CUDA_CONFIGS and not cuda:
         raise ValueError(f"config {config} needs a CUDA callable")
     guard = None
-    if cuda and config == "" and not spec.mutates_inputs:
+    if config == "" and not spec.mutates_inputs:
         guard = [x.clone() for x in (q, k, v)]
-    batch = p.batch
+    batch = p["batch"]
     if config == "contig":
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     elif config == "batch2":
@@ -329,7 +379,7 @@ def invoke(spec: Spec, a: N.RunArgs) -> float:
     out, lse = _split(res, spec.lse)
     if guard is not None:
         for name, g, x in zip("qkv", guard, (q, k, v)):
-            if not torch.equal(g, x):
+            if not torch.equal(_bits(torch, g), _bits(torch, x)):
                 raise RuntimeError(f"the callable modified its input {name} in place (declare mutates_inputs=True "
                                    f"to have attest hand it copies)")
     if config == "batch2":

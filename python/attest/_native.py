@@ -33,6 +33,13 @@ CAP_GRAPH_CAPTURABLE = 1 << 5
 CAP_DETERMINISTIC = 1 << 6
 CAP_BITWISE = 1 << 7
 CAP_THREAD_SAFE = 1 << 8
+# attest_plugin_kernel.declares: properties a kernel declares about itself (plugin.h)
+DECLARE_FTZ = 1 << 0              # flushes subnormal outputs to zero
+DECLARE_NO_CAUSAL_CROSS = 1 << 1  # refuses causal masks with seqlen_q != seqlen_kv
+# run() return codes besides 0 (success) and 1 (error): plugin.h
+RUN_ERROR = 1
+RUN_REFUSED = 3  # the kernel refuses this problem at call time (message: its reason)
+RUN_FAULT = 4    # the kernel faulted (sticky device error, crashed worker, hang, out of memory)
 
 
 class Tensor(ctypes.Structure):
@@ -112,11 +119,20 @@ class KernelDesc(ctypes.Structure):
         ("supports", SUPPORTS_FN),
         ("run", RUN_FN),
         ("context", ctypes.c_void_p),
+        # appended to ABI version 1 (read by attest when struct_size covers them)
+        ("declares", ctypes.c_uint32),   # DECLARE_* bits
+        ("row_align", ctypes.c_uint32),  # elements: strides and offsets a multiple of it; 0/1 = any
     ]
 
 
 class AttestError(Exception):
     """An input error reported by attest (one line naming the thing and the defect)."""
+
+
+class Unsupported(Exception):
+    """Raised by a callable that refuses the problem it was given (a refusal, not an error): attest
+    reports it once, as the case's refusal verdict, and the other checks of that case as
+    unsupported pointing at it."""
 
 
 _lib = None

@@ -294,8 +294,9 @@ def job_ladder(args, out):
         (out / "ladder" / f"{name}.md").write_text(f"# ladder: {name} ({rep['recipe']})\n\n" + attest.format_ladder(rep) + "\n")
         print(attest.format_ladder(rep), flush=True)
         s = rep["slope"]
+        f = lambda x: f"{x:.3f}" if isinstance(x, (int, float)) else str(x)  # noqa: E731 (None: no slope fitted)
         record("ladder", f"{name} up to {max(budget_lengths)}", rep["verdict"].upper(),
-               f"slope {s['kernel']:.3f} (emu {s['budget']:.3f}, thr {s['threshold']:.3f})")
+               f"slope {f(s.get('kernel'))} (emu {f(s.get('budget'))}, thr {f(s.get('threshold'))})")
 
 
 # ---- merge ----
@@ -336,6 +337,10 @@ def job_overhead(args, out):
         wall = time.time() - t0
         st = attest._BOUND["py.overhead"].spec.stats
         calls, fn_s, br = st["calls"], st["fn_seconds"], st["bridge_seconds"]
+        if calls == 0:  # every call failed: nothing to time (the gate's rows say why)
+            record("overhead", problem, "no call", f"no successful call in {wall:.1f} s")
+            table.append({"problem": problem, "calls": 0, "wall_s": wall, "error": "no successful call"})
+            continue
         table.append({"problem": problem, "calls": calls, "wall_s": wall, "kernel_s": fn_s, "bridge_s": br,
                       "calls_per_s": calls / wall, "kernel_ms_per_call": 1e3 * fn_s / max(calls, 1),
                       "bridge_ms_per_call": 1e3 * br / max(calls, 1),

@@ -1,0 +1,164 @@
+"""Verdicts a user can trust (issue 25) on the CPU: fault containment in worker processes, the
+NaN-safe input guard, one row per refusal, declarations (ftz, min_alignment, causal_cross) and
+independent q/k/v layouts. The kernel under test is torch's CPU SDPA; the planted bugs are
+wrappers around it, each asserting attest's conclusion about what the wrapper did."""
+import os
+import time
+
+import torch
+
+import attest
+from conftest import sdpa
+
+OK = ("passed", "unsupported")
+# Checks torch's CPU SDPA passes under the f32 recipe (nonfinite and subnormal judge properties
+# of torch's kernel that test_torch_cpu.py covers).
+CHECKS = "accuracy,determinism,call_path,layout,poison,refusal"
+
+
+def rows(res, verdict=None, check=None):
+    return [r for r in res.results if (verdict is None or r["verdict"] == verdict) and (check is None or r["check"] == check)]
+
+
+def is_target(q, k):  # the smoke case b1h2s72t136d128 (bhsd tensors: [B, H, S, D])
+    return q.shape[2] == 72 and k.shape[2] == 136
+
+
+def aborts_on_one_shape(q, k, v, *, causal, scale):
+    if is_target(q, k):
+        os.abort()  # takes the whole process down, as a segfault or a sticky device error would
+    return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def test_control_passes():
+    res = attest.gate(sdpa, recipe="f32", dtype="float32", check=CHECKS)
+    assert res.passed, res.summary
+    assert len(res.report["workers"]) == 1 and res.report["workers"][0]["ended"] == "end of gate"
+
+
+def test_abort_on_one_shape_is_one_fault_row_and_the_gate_goes_on():
+    res = attest.gate(aborts_on_one_shape, recipe="f32", dtype="float32", check=CHECKS)
+    faults = rows(res, "fault")
+    assert len(faults) == 1, [(r["check"], r["problem"], r["reason"]) for r in faults]
+    assert faults[0]["problem"].startswith("b1h2s72t136d128") and "SIGABRT" in faults[0]["reason"]
+    others = [r for r in res.results if r is not faults[0]]
+    assert all(r["verdict"] in OK for r in others), [(r["check"], r["problem"], r["verdict"], r["reason"])
+                                                     for r in others if r["verdict"] not in OK]
+    # Every other case was judged, after the fault too: as many passes as the control minus that case.
+    assert sum(r["verdict"] == "passed" and not r["problem"].startswith("b1h2s72t136d128") for r in others) >= 20
+    workers = res.report["workers"]
+    assert len(workers) == 2 and "died (SIGABRT)" in workers[0]["ended"], workers
+    assert "Worker processes" in res.markdown
+    assert not res.passed
+
+
+def hangs_on_one_shape(q, k, v, *, causal, scale):
+    if is_target(q, k):
+        time.sleep(60)
+    return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def test_hang_past_the_call_timeout_is_one_fault_row():
+    res = attest.gate(hangs_on_one_shape, recipe="f32", dtype="float32", check="accuracy,determinism", call_timeout=5)
+    faults = rows(res, "fault")
+    assert len(faults) == 1 and "hang" in faults[0]["reason"] and "5 s" in faults[0]["reason"]
+    assert all(r["verdict"] in OK for r in res.results if r is not faults[0])
+
+
+def test_nan_inputs_are_no_in_place_modification():
+    # attest injects NaN into q/k/v on purpose (nonfinite): a value comparison (NaN != NaN) would
+    # accuse every correct kernel of modifying its inputs; the guard compares bits.
+    res = attest.gate(sdpa, recipe="f32", dtype="float32", check="nonfinite")
+    assert not [r for r in res.results if "modified its input" in r["reason"]]
+    assert rows(res, "passed", "nonfinite")
+
+
+def modifies_q(q, k, v, *, causal, scale):
+    out = sdpa(q, k, v, causal=causal, scale=scale)
+    q[..., 0] += 1.0
+    return out
+
+
+def test_in_place_modification_is_caught():
+    res = attest.gate(modifies_q, recipe="f32", dtype="float32", check="accuracy")
+    assert rows(res, "error") and all("modified its input q" in r["reason"] for r in rows(res, "error"))
+
+
+def refuses_causal_cross(q, k, v, *, causal, scale):
+    if causal and q.shape[2] != k.shape[2]:
+        raise RuntimeError("No available kernel. Aborting execution.")  # what torch's flash backend says
+    return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def test_one_refusal_is_one_refusal_row():
+    res = attest.gate(refuses_causal_cross, recipe="f32", dtype="float32", check=CHECKS)
+    case = "b1h2s100t70d64:mask=causal_tl"  # the smoke case with a causal mask and S != T
+    bad = [r for r in res.results if r["verdict"] not in OK]
+    assert [(r["check"], r["problem"]) for r in bad] == [("refusal", case)], [(r["check"], r["problem"]) for r in bad]
+    assert "No available kernel" in bad[0]["reason"]
+    same_case = [r for r in res.results if r["problem"] == case and r["check"] != "refusal"]
+    assert same_case and all(r["verdict"] == "unsupported" and "refus" in r["reason"] for r in same_case)
+
+
+def test_declared_causal_cross_refusal_passes():
+    res = attest.gate(refuses_causal_cross, recipe="f32", dtype="float32", check=CHECKS, causal_cross=False)
+    assert res.passed, res.summary
+    case = [r for r in res.results if r["problem"] == "b1h2s100t70d64:mask=causal_tl"]
+    assert case and all(r["verdict"] in OK for r in case)
+    assert "causal_cross" in res.markdown
+
+
+def flushes_subnormals(q, k, v, *, causal, scale):
+    out = sdpa(q, k, v, causal=causal, scale=scale)
+    return torch.where(out.abs() < 2.0 ** -126, torch.zeros_like(out), out)
+
+
+def test_ftz_undeclared_fails_declared_is_reported():
+    res = attest.gate(flushes_subnormals, recipe="f32", dtype="float32", check="subnormal")
+    assert rows(res, "failed", "subnormal") and all("flushed" in r["reason"] for r in rows(res, "failed"))
+    res = attest.gate(flushes_subnormals, recipe="f32", dtype="float32", check="subnormal", ftz=True)
+    passed = rows(res, "passed", "subnormal")
+    assert res.passed and passed and all("ftz declared" in r["reason"] for r in passed), res.summary
+    assert "ftz" in res.markdown
+
+
+def sdpa_bshd(q, k, v, *, causal, scale):
+    t = lambda x: x.transpose(1, 2)  # noqa: E731
+    return t(sdpa(t(q), t(k), t(v), causal=causal, scale=scale))
+
+
+def ignores_v_strides(q, k, v, *, causal, scale):
+    # Reads V as a dense [B, T, H, Dv] buffer whatever its strides: right for a contiguous V,
+    # wrong for a transposed view or a KV-cache slice.
+    dense = torch.empty(v.shape).stride()
+    v = torch.as_strided(v, v.shape, dense, v.storage_offset())
+    return sdpa_bshd(q, k, v, causal=causal, scale=scale)
+
+
+def test_layout_check_drives_v_through_its_own_layout():
+    res = attest.gate(sdpa_bshd, recipe="f32", dtype="float32", layout="bshd", check="layout")
+    assert res.passed, res.summary
+    res = attest.gate(ignores_v_strides, recipe="f32", dtype="float32", layout="bshd", check="layout,accuracy")
+    # The default call is right where V is dense (cases without a layout= of their own).
+    assert all(r["verdict"] in OK for r in rows(res, check="accuracy") if "layout=" not in r["problem"])
+    failed = rows(res, "failed", "layout")
+    assert failed and all(r["reason"].startswith("v:") or " v:" in r["reason"] for r in failed), \
+        [r["reason"] for r in failed]
+
+
+def aborts_on_unaligned_rows(q, k, v, *, causal, scale):
+    # A kernel that loads 16-byte vectors: an unaligned row is an illegal access (here an abort).
+    for x in (q, k, v):
+        if any(s % 4 for s in x.stride()[:-1]) or x.storage_offset() % 4:
+            os.abort()
+    return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def test_min_alignment_declaration_keeps_rows_aligned():
+    res = attest.gate(aborts_on_unaligned_rows, recipe="f32", dtype="float32", check=CHECKS, min_alignment=16)
+    assert res.passed, [(r["check"], r["problem"], r["reason"]) for r in res.failures]
+    strided = [r for r in res.results if "pad=5" in r["problem"] and r["check"] != "refusal"]
+    assert strided and all(r["verdict"] == "unsupported" and "row_align" in r["reason"] for r in strided), \
+        [(r["check"], r["verdict"], r["reason"]) for r in strided]
+    res = attest.gate(aborts_on_unaligned_rows, recipe="f32", dtype="float32", check=CHECKS)
+    assert rows(res, "fault") and all(r["verdict"] in OK + ("fault",) for r in res.results)
