@@ -614,7 +614,6 @@ class DelayedScaling:
 
 
 def job_delayed(args, out):
-    import attest  # noqa: PLC0415
     ds = DelayedScaling(args)
     growth = [1.0, 1.1, 1.2, 1.1, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0]  # step 4: a spike above the history
     rows = []
@@ -638,6 +637,7 @@ def job_delayed(args, out):
     # through attest.run_case under the recipe: judged by accuracy against FP64 with the recipe's floor.
     case = {}
     try:
+        import attest  # noqa: PLC0415
         dc = DelayedScaling(args, frozen=True)
         for n in "qkv":
             dc.push(n, 8.0)
