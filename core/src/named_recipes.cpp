@@ -66,8 +66,8 @@ constexpr std::array<NamedRecipe, 18> kNamed{{
     // cuDNN FP8 SDPA forward on sm_90 (cudnn-frontend sdpa_fp8; what Transformer Engine calls): Q, K, V
     // E4M3 per tensor, x * fl(448 / amax) saturating, descale amax / 448; P = exp(S - max) in [0, 1]
     // times scale_s = 448 (cuDNN's documented bound for E4M3 without dropout) -> E4M3, row sum from
-    // FP32 P; O to E4M3 (sm_90 has no bf16 O for FP8). Modelled: pscale=offset_8807 (P max 447.9
-    // for 448), O unscaled (a power-of-two scale_o keeps the same E4M3 grid where both are normal).
+    // FP32 P; O to E4M3 with scale_o = 1 (sm_90 has no bf16 O for FP8). Modelled: pscale=offset_8807
+    // (P max 447.9 for 448).
     // Not bitwise (cuDNN's exp, P rounding point and division are not published): accuracy only.
     {"cudnn_fp8_e4m3",
      "q=fp8_e4m3fn:per_tensor;k=fp8_e4m3fn:per_tensor;v=fp8_e4m3fn:per_tensor;p=fp8_e4m3fn;pscale=offset_8807;"
