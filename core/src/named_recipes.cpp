@@ -36,7 +36,7 @@ namespace {
   "v=mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller;p=fp4_e2m1fn;div=ieee_rcp;"       \
   "tile_q=128;tile_kv=128;p_mx=mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller"
 
-constexpr std::array<NamedRecipe, 17> kNamed{{
+constexpr std::array<NamedRecipe, 18> kNamed{{
     {"bf16", "q=bf16;k=bf16;v=bf16;p=bf16;out=bf16",
      "bf16 inputs, P rounded to bf16 before P.V (FlashAttention-2/3, cuDNN, PyTorch SDPA; exp2 correctly rounded)"},
     {"fp16", "q=fp16;k=fp16;v=fp16;p=fp16;out=fp16",
@@ -63,6 +63,17 @@ constexpr std::array<NamedRecipe, 17> kNamed{{
      "q=fp8_e4m3fn:per_tensor;k=fp8_e4m3fn:per_tensor;v=fp8_e4m3fn:per_tensor;p=fp8_e4m3fn;pscale=pow2_8;"
      "div=rcp_sm90;tile_q=128;tile_kv=128;out=bf16;vscale=rcp",
      "FlashAttention-3 FP8 on sm_90 (OCP e4m3fn, per-tensor descales, P in [0, 256], O *= (1/sum) * v_descale)"},
+    // cuDNN FP8 SDPA forward on sm_90 (cudnn-frontend sdpa_fp8; what Transformer Engine calls): Q, K, V
+    // E4M3 per tensor, x * fl(448 / amax) saturating, descale amax / 448; P = exp(S - max) in [0, 1]
+    // times scale_s = 448 (cuDNN's documented bound for E4M3 without dropout) -> E4M3, row sum from
+    // FP32 P; O to E4M3 with scale_o = 1 (sm_90 has no bf16 O for FP8). Modelled: pscale=offset_8807
+    // (P max 447.9 for 448).
+    // Not bitwise (cuDNN's exp, P rounding point and division are not published): accuracy only.
+    {"cudnn_fp8_e4m3",
+     "q=fp8_e4m3fn:per_tensor;k=fp8_e4m3fn:per_tensor;v=fp8_e4m3fn:per_tensor;p=fp8_e4m3fn;pscale=offset_8807;"
+     "tile_q=128;tile_kv=128;out=fp8_e4m3fn",
+     "cuDNN FP8 SDPA forward on sm_90 (E4M3 Q/K/V per tensor amax/448, P x 448 to E4M3, O to E4M3; accuracy "
+     "contract)"},
     {"fp8_fp8_fnuz",
      "q=fp8_e4m3fnuz:per_tensor:overflow=sat_hip;k=fp8_e4m3fnuz:per_tensor:overflow=sat_hip;"
      "v=fp8_e4m3fnuz:per_tensor:overflow=sat_hip;p=fp8_e4m3fnuz;div=ieee_rcp;tile_q=128;tile_kv=128;out=bf16",
