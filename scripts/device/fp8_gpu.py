@@ -469,7 +469,8 @@ def job_gate(args, out):
         try:
             res = attest.gate(fn, recipe=rec["recipe"], contract="accuracy", device=args.device, dtype="float32",
                               masks=("none", "causal_tl"), lse=rec["lse"], supports=make_supports(fn, args.device),
-                              configs=configs, jobs=args.jobs, out=out / "gate" / f"part{i}", name=fn.__name__, **kw)
+                              configs=configs, jobs=args.jobs, out=out / "gate" / f"part{i}", name=fn.__name__,
+                              isolate=False, **kw)
         except Exception as e:  # noqa: BLE001
             rec["parts"].append({"line": line, "error": f"{type(e).__name__}: {e}"[:400]})
             rec["false_alarms"].append({"case": line, "check": "gate", "verdict": "crash", "reason": str(e)[:400]})
@@ -651,7 +652,7 @@ def job_delayed(args, out):
             dc.push(n, 8.0)
         desc = f"kernel=py.fp8_delayed recipe={recipe_name()} problem=b1h4s256d64 dist=normal seed=1 check=accuracy"
         rc, results, _ = attest.run_case(dc, desc, device=args.device, dtype="float32", name="fp8_delayed", configs=(),
-                                      lse=True)
+                                      lse=True, isolate=False)
         case = {"descriptor": desc, "exit_code": rc, "scales": dc.scales(),
                 "results": [{k2: r.get(k2) for k2 in ("check", "verdict", "reason")} for r in results]}
     except Exception as e:  # noqa: BLE001
@@ -681,7 +682,7 @@ def job_planted(args, out):
             fn = kernel_fn(args, bug=bug)
             res = attest.gate(fn, recipe=rname, contract="accuracy", cases_text=PLANTED_CASES, check="accuracy",
                               device=args.device, dtype="float32", masks=("none", "causal_tl"), lse=True,
-                              supports=make_supports(fn, args.device), configs=(), jobs=args.jobs, name=fn.__name__)
+                              supports=make_supports(fn, args.device), configs=(), jobs=args.jobs, name=fn.__name__, isolate=False)
             row["gate_counts"] = res.counts()
             row["failed_by"] += failed_checks(res)
             row["gate_reasons"] = sorted({r.get("reason", "")[:200] for r in res.failures})[:3]
@@ -733,7 +734,7 @@ def job_sage(args, out):
 
     res = attest.gate(sage, recipe=recipe, contract="bitwise", cases_text=SAGE_CASES, check="bitwise", device="cuda",
                       dtype="float32", masks=("none",), head_dim_v=False, gqa=False, cross=False, mutates_inputs=True,
-                      configs=(), name="sage_bitwise", out=out / "sage")
+                      configs=(), name="sage_bitwise", out=out / "sage", isolate=False)
     rows = [r for r in res.results if r.get("check") == "bitwise"]
     bad = [r for r in rows if r.get("verdict") != "passed"]
     first = None
@@ -750,7 +751,10 @@ JOBS = {"gate": (job_gate, 190), "amax": (job_amax, 35), "saturation": (job_satu
 
 
 # ----------------------------------------------------------------------------------------------
-# parent: one process per job, time-boxed; summary
+# parent: one process per job, time-boxed; summary. The jobs call attest with isolate=False: each
+# job already is a process of its own (a fault voids the rest of that job only), and a job process
+# that has initialised CUDA could only spawn attest's worker, which would need the cuDNN wrapper
+# (its graphs and handles) to be picklable.
 # ----------------------------------------------------------------------------------------------
 
 def run_worker(args):

@@ -285,7 +285,7 @@ def bug_batch_dependent(q, k, v, *, causal, scale):
 
 
 def bug_noisy(q, k, v, *, causal, scale):
-    out = flash(q, k, v, causal=causal, scale=scale)
+    out = flash(q, k, v, causal=causal, scale=scale).contiguous()
     i = int(torch.randint(0, out.numel(), (1,)))  # an unseeded element moves one ulp: run-to-run noise
     flat = out.view(-1)
     flat[i] = torch.nextafter(flat[i:i + 1].float(), torch.tensor([math.inf], device=out.device)).to(out.dtype)[0]
@@ -362,7 +362,7 @@ def bug_faults_one_shape(q, k, v, *, causal, scale):
 
 
 PLANTED_CASES = """
-problem=b1h2s64d64 dist=normal seed=1
+problem=b1h2s64d64 dist=normal,sink seed=1
 problem=b2h4k2s80t150d64:mask=causal_tl dist=diffusion seed=2
 problem=b1h2s100t70d64 dist=normal seed=3
 problem=b1h2s72t136d128 dist=outlier,normal seed=8
@@ -389,7 +389,7 @@ PLANTED = [
 
 
 def job_planted(args, out):
-    base = {k: v for k, v in decl("FLASH_ATTENTION", "bfloat16").items() if k not in ("head_dim_v",)}
+    base = decl("FLASH_ATTENTION", "bfloat16")
     for name, fn, expected, checks, extra in PLANTED:
         if left(args.budget) < args.reserve / 2:
             record("planted", name, "skipped", "time budget")
@@ -400,7 +400,9 @@ def job_planted(args, out):
             kw = {**extra}  # torch-op attention: no fused-kernel limits
         try:
             fn_ = fn
-            res = gate(fn_, f"planted_{name}", args, out, recipe="bf16", cases_text=PLANTED_CASES, check=checks, **kw)
+            # refusal too: a call-time refusal inside the declarations is then a failed row, not silence
+            res = gate(fn_, f"planted_{name}", args, out, recipe="bf16", cases_text=PLANTED_CASES,
+                       check=checks + ",refusal", **kw)
             failed_by = sorted({r["check"] if r["verdict"] != "fault" else "fault" for r in res.results
                                 if r["verdict"] in ("failed", "fault")})
             errors = sorted({f"{r['check']}: {r['reason'][:120]}" for r in res.results if r["verdict"] == "error"})
