@@ -406,6 +406,7 @@ int severity(Verdict v) {
     case Verdict::invalid: return 3;
     case Verdict::failed: return 4;
     case Verdict::error: return 5;
+    case Verdict::fault: return 6;
   }
   return 5;
 }

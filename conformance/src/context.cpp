@@ -70,6 +70,39 @@ Geometry geometry(const Shape& shape, Layout layout, std::int64_t pad, std::int6
   return g;
 }
 
+// One tensor of a per-tensor-storage call; `base` is the problem's layout (packed_qkv -> bshd).
+Geometry storage_geometry(const Shape& shape, Storage kind, Layout base, std::int64_t base_pad, std::int64_t pad,
+                          std::int64_t offset, std::int64_t slack) {
+  const std::int64_t B = shape[0], S = shape[1], H = shape[2], D = shape[3];
+  if (base == Layout::packed_qkv) base = Layout::bshd, base_pad = 0;
+  switch (kind) {
+    case Storage::natural: return geometry(shape, base, base_pad, offset, slack, H, 0);
+    case Storage::transposed: return geometry(shape, base == Layout::bhsd ? Layout::bshd : Layout::bhsd, 0, offset, slack, H, 0);
+    case Storage::padded: return geometry(shape, Layout::strided, pad, offset, slack, H, 0);
+    case Storage::row_slice: {
+      // Tokens [x, x+S) of a [B, Tcap, H, D] cache: a non-zero start and a batch stride that is
+      // not S*H*D.
+      const std::int64_t x = 3, cap = S + x + 2;
+      Geometry g;
+      g.shape = shape;
+      g.strides = {cap * H * D, H * D, D, 1};
+      g.offset = offset + x * H * D;
+      g.storage = B * cap * H * D + offset + slack;
+      return g;
+    }
+    case Storage::head_slice: {
+      const std::int64_t x = 1, cap = H + 2;
+      Geometry g;
+      g.shape = shape;
+      g.strides = {S * cap * D, cap * D, D, 1};
+      g.offset = offset + x * D;
+      g.storage = B * S * cap * D + offset + slack;
+      return g;
+    }
+  }
+  return geometry(shape, base, base_pad, offset, slack, H, 0);
+}
+
 Tensor allocate(const Geometry& g, std::uint32_t fill) {
   Tensor t = Tensor::strided(DType::f32, g.shape, g.strides, g.offset, g.storage);
   fill_bits(t, fill);
@@ -142,6 +175,48 @@ KernelOutput make_outputs(const Problem& p, Layout layout, std::int64_t pad, std
   return o;
 }
 
+std::string_view storage_name(Storage s) {
+  switch (s) {
+    case Storage::natural: return "natural";
+    case Storage::transposed: return "transposed";
+    case Storage::row_slice: return "row_slice";
+    case Storage::head_slice: return "head_slice";
+    case Storage::padded: return "padded";
+  }
+  return "?";
+}
+
+Problem explicit_strides(const Problem& p) {
+  Problem pv = p;
+  pv.layout = Layout::strided;
+  pv.pad = 0;
+  return pv;
+}
+
+LayoutInputs make_inputs(const Problem& p, const datasets::Qkv& logical, const TensorStorage& st, std::int64_t pad,
+                         std::int64_t offset, std::int64_t slack) {
+  const std::int64_t bp = p.layout == Layout::strided ? p.pad : 0;
+  LayoutInputs in;
+  in.q = allocate(storage_geometry(logical.q.shape(), st.q, p.layout, bp, pad, offset, slack), 0);
+  in.k = allocate(storage_geometry(logical.k.shape(), st.k, p.layout, bp, pad, offset, slack), 0);
+  in.v = allocate(storage_geometry(logical.v.shape(), st.v, p.layout, bp, pad, offset, slack), 0);
+  copy_values(logical.q, in.q);
+  copy_values(logical.k, in.k);
+  copy_values(logical.v, in.v);
+  return in;
+}
+
+KernelOutput make_outputs(const Problem& p, const TensorStorage& st, std::int64_t pad, std::int64_t offset,
+                          std::int64_t slack, std::uint32_t fill, bool with_lse) {
+  const std::int64_t B = p.ragged() ? 1 : p.batch;
+  const std::int64_t S = p.ragged() ? p.cu_seqlens_q.back() : p.seqlen_q;
+  const std::int64_t bp = p.layout == Layout::strided ? p.pad : 0;
+  KernelOutput o;
+  o.out = allocate(storage_geometry({B, S, p.heads_q, p.head_dim_v}, st.out, p.layout, bp, pad, offset, slack), fill);
+  if (with_lse) o.lse = allocate({{B, p.heads_q, S}, {p.heads_q * S, S, 1}, offset, B * p.heads_q * S + offset + slack}, fill);
+  return o;
+}
+
 Context::Context(const Case& c, kernels::Kernel& kernel, const ToleranceTable& tolerances, CheckOptions options)
     : case_(c), kernel_(kernel), caps_(kernel.capabilities()), tol_(tolerances), opt_(options) {}
 
@@ -211,8 +286,22 @@ KernelOutput Context::run_on(const Problem& p, const LayoutInputs& in, KernelOut
                              const std::string& config) const {
   const kernels::Args args{p, case_.recipe, in.q, in.k, in.v, outputs.out, outputs.lse.empty() ? nullptr : &outputs.lse,
                            config};
+  auto refused = [&] {
+    return VerdictError(Verdict::unsupported, "refused at call time: " + *refusal_ + " (judged by the refusal row)");
+  };
+  if (refusal_) throw refused();
+  if (fault_)
+    throw VerdictError(Verdict::unsupported, "not run: the kernel faulted earlier in this case (judged by the fault row: " +
+                                                 *fault_ + ")");
   try {
     kernel_.run(args);
+  } catch (const kernels::KernelFault& e) {
+    fault_ = to_string(p) + (config.empty() ? "" : " config " + config);
+    throw VerdictError(Verdict::fault, "kernel " + kernel_.name() + " faulted on " + to_string(p) +
+                                           (config.empty() ? "" : " config " + config) + ": " + e.what());
+  } catch (const kernels::KernelRefused& e) {
+    refusal_ = e.what();
+    throw refused();
   } catch (const std::exception& e) {
     throw VerdictError(Verdict::error, "kernel " + kernel_.name() + " threw on " + to_string(p) +
                                            (config.empty() ? "" : " config " + config) + ": " + e.what());
@@ -221,6 +310,11 @@ KernelOutput Context::run_on(const Problem& p, const LayoutInputs& in, KernelOut
 }
 
 KernelOutput Context::run(const Problem& p, const datasets::Qkv& logical, const RunSetup& s) const {
+  if (s.storage) {
+    const auto in = make_inputs(p, logical, *s.storage, s.pad, s.offset, s.slack);
+    return run_on(explicit_strides(p), in, make_outputs(p, *s.storage, s.pad, s.offset, s.slack, s.fill, caps_.lse),
+                  s.config);
+  }
   Problem pv = p;
   if (s.layout) {
     pv.layout = *s.layout;

@@ -87,7 +87,15 @@ struct Counts {
 };
 
 constexpr Verdict kAll[] = {Verdict::passed, Verdict::failed, Verdict::unsupported, Verdict::mistrusted, Verdict::error,
-                            Verdict::invalid};
+                            Verdict::invalid, Verdict::fault};
+
+// A kernel's declarations as recorded in the report's meta, comma-separated ("" when none).
+std::string declarations_of(const GateReport& r, const std::string& kernel) {
+  std::string s;
+  if (!r.meta.contains("declarations") || !r.meta["declarations"].contains(kernel)) return s;
+  for (const auto& d : r.meta["declarations"][kernel]) s += (s.empty() ? "" : ", ") + d.get<std::string>();
+  return s;
+}
 
 std::string check_order_key(const std::string& check) {
   int i = 0;
@@ -376,6 +384,12 @@ GateReport run_gate(const GateOptions& opt) {
   rep.meta["mx"] = opt.profile.mx;
   rep.meta["cases"] = opt.cases.name;
   rep.meta["shard"] = fmt::format("{}/{}", opt.shard.index, opt.shard.count);
+  // Every kernel's declarations (kernels::declared_properties), shown beside its verdicts: a
+  // user sees "ftz" next to the subnormal rows it explains. In meta, so `report merge` keeps it.
+  rep.meta["declarations"] = nlohmann::json::object();
+  for (const auto& c : rep.coverage)
+    if (!rep.meta["declarations"].contains(c.kernel))
+      rep.meta["declarations"][c.kernel] = kernels::declared_properties(kernel_named(c.kernel).capabilities());
   rep.meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
   rep.meta["tolerances"] = {{"source", tol.is_builtin() ? std::string("built-in") : tol.source()},
                             {"hash", tol.hash()}, {"builtin", tol.is_builtin()}};
@@ -397,18 +411,19 @@ std::string summary_table(const GateReport& r) {
     wc = std::max(wc, std::get<2>(k).size() - 2);
   }
   wr = std::min<std::size_t>(wr, 40);
-  std::string s = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>6} {:>6} {:>11} {:>10} {:>5} {:>7}\n", "kernel", wk, "recipe", wr,
-                              "check", wc, "passed", "failed", "unsupported", "mistrusted", "error", "invalid");
+  std::string s = fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>6} {:>6} {:>11} {:>10} {:>5} {:>7} {:>5}\n", "kernel", wk, "recipe",
+                              wr, "check", wc, "passed", "failed", "unsupported", "mistrusted", "error", "invalid", "fault");
   for (const auto& [k, c] : rows) {
     std::string rec = std::get<1>(k);
     if (rec.size() > wr) rec = rec.substr(0, wr - 3) + "...";
-    s += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>6} {:>6} {:>11} {:>10} {:>5} {:>7}\n", std::get<0>(k), wk, rec, wr,
+    s += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>6} {:>6} {:>11} {:>10} {:>5} {:>7} {:>5}\n", std::get<0>(k), wk, rec, wr,
                      std::get<2>(k).substr(2), wc, c.of(Verdict::passed), c.of(Verdict::failed), c.of(Verdict::unsupported),
-                     c.of(Verdict::mistrusted), c.of(Verdict::error), c.of(Verdict::invalid));
+                     c.of(Verdict::mistrusted), c.of(Verdict::error), c.of(Verdict::invalid), c.of(Verdict::fault));
   }
   s += fmt::format("total {} cases: {} passed, {} failed, {} unsupported, {} mistrusted, {} error, {} invalid", all.total,
                    all.of(Verdict::passed), all.of(Verdict::failed), all.of(Verdict::unsupported),
                    all.of(Verdict::mistrusted), all.of(Verdict::error), all.of(Verdict::invalid));
+  if (all.of(Verdict::fault)) s += fmt::format(", {} fault", all.of(Verdict::fault));
   if (r.resumed) s += fmt::format(" ({} resumed from the journal)", r.resumed);
   s += "\n";
   // Coverage: cases judged / cases selected per kernel x check (`-` marks a check the kernel
@@ -422,7 +437,11 @@ std::string summary_table(const GateReport& r) {
       if (fresh) order.push_back(c.kernel);
       it->second += fmt::format(" {}{} {}/{}", c.check, c.declared ? "" : "-", c.judged, c.cases);
     }
-    for (const auto& k : order) s += "  " + k + ":" + per_kernel[k] + "\n";
+    for (const auto& k : order) {
+      s += "  " + k + ":" + per_kernel[k];
+      if (const auto d = declarations_of(r, k); !d.empty()) s += "  | declares: " + d;
+      s += "\n";
+    }
   }
   for (const auto& e : r.errors) s += (e.starts_with("coverage:") ? "" : "setup error: ") + e + "\n";
   return s;
@@ -457,11 +476,17 @@ std::string markdown_report(const GateReport& r) {
     for (const auto& e : r.errors) s += "- " + e + "\n";
   }
   if (!matrix.empty()) {
+    // The kernels' declarations beside their verdicts (a report without them, e.g. one written
+    // before they were recorded, has no such column).
+    const bool with_decl = r.meta.contains("declarations");
     std::vector<Column> cols = {{"kernel"}, {"recipe"}};
+    if (with_decl) cols.push_back({"declares"});
     for (const auto& c : checks) cols.push_back({c});
     Table t(std::move(cols));
     for (const auto& [kr, per] : matrix) {
+      const auto decl = declarations_of(r, kr.first);
       std::vector<Cell> row = {Cell::code(kr.first), Cell::code(kr.second)};
+      if (with_decl) row.push_back(decl.empty() ? Cell("-") : Cell(decl));
       for (const auto& c : checks) {
         auto it = per.find(c);
         if (it == per.end()) {
@@ -504,7 +529,7 @@ std::string junit_report(const GateReport& r) {
     total_time += res.seconds;
   }
   const std::size_t failures = all.of(Verdict::failed) + all.of(Verdict::mistrusted);
-  const std::size_t errors = all.of(Verdict::error) + all.of(Verdict::invalid) + r.errors.size();
+  const std::size_t errors = all.of(Verdict::error) + all.of(Verdict::invalid) + all.of(Verdict::fault) + r.errors.size();
   std::string s = "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
   s += fmt::format("<testsuites name=\"attest gate\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
                    all.total + r.errors.size(), failures, errors, all.of(Verdict::unsupported), total_time);
@@ -523,7 +548,7 @@ std::string junit_report(const GateReport& r) {
     for (const auto* res : list) c.add(res->outcome.verdict), t += res->seconds;
     s += fmt::format("  <testsuite name=\"{}\" tests=\"{}\" failures=\"{}\" errors=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
                      escape_xml(name), c.total, c.of(Verdict::failed) + c.of(Verdict::mistrusted),
-                     c.of(Verdict::error) + c.of(Verdict::invalid), c.of(Verdict::unsupported), t);
+                     c.of(Verdict::error) + c.of(Verdict::invalid) + c.of(Verdict::fault), c.of(Verdict::unsupported), t);
     for (const auto* res : list) {
       const auto& o = res->outcome;
       s += fmt::format("    <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", escape_xml(res->kernel + "." + res->check),
@@ -541,6 +566,7 @@ std::string junit_report(const GateReport& r) {
           break;
         case Verdict::error:
         case Verdict::invalid:
+        case Verdict::fault:
           s += fmt::format(">\n      <error message=\"{}\" type=\"{}\">{}</error>\n", escape_xml(o.reason),
                            verdict_name(o.verdict), escape_xml(repro));
           break;
@@ -561,7 +587,10 @@ nlohmann::json json_report(const GateReport& r) {
   j["errors"] = r.errors;
   for (const auto& c : r.coverage)
     j["coverage"].push_back({{"kernel", c.kernel}, {"check", c.check}, {"cases", c.cases}, {"judged", c.judged},
-                             {"passed", c.passed}, {"declared", c.declared}});
+                             {"passed", c.passed}, {"declared", c.declared},
+                             {"declares", r.meta.contains("declarations") && r.meta["declarations"].contains(c.kernel)
+                                              ? r.meta["declarations"][c.kernel]
+                                              : nlohmann::json::array()}});
   Counts all;
   for (const auto& res : r.results) all.add(res.outcome.verdict);
   for (Verdict v : kAll) j["counts"][std::string(verdict_name(v))] = all.of(v);

@@ -211,9 +211,15 @@ Expansion expand(const CaseFile& file, const Profile& profile, const Selection& 
         dists.push_back(datasets::parse_distribution(d));
       }
     }
+    // The refusal check joins every template whose check list omits it (when the selection
+    // admits it): a call-time refusal (kernels::KernelRefused) in any check of a case is judged
+    // by that case's one refusal row, which must therefore exist.
+    const auto listed = match_checks(t.check);
     std::vector<const Check*> checks;
-    for (const Check* c : match_checks(t.check))
-      if (std::find(sel_checks.begin(), sel_checks.end(), c) != sel_checks.end()) checks.push_back(c);
+    for (const Check* c : all_checks())
+      if ((std::find(listed.begin(), listed.end(), c) != listed.end() || c->name() == "refusal") &&
+          std::find(sel_checks.begin(), sel_checks.end(), c) != sel_checks.end())
+        checks.push_back(c);
     for (const auto& kp : reg.all()) {
       const std::string name = kp->name();
       if (!glob(t.kernel, name)) continue;

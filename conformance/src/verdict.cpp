@@ -7,7 +7,8 @@
 
 namespace attest::conformance {
 namespace {
-constexpr std::array<std::string_view, 6> kNames{"passed", "failed", "error", "unsupported", "invalid", "mistrusted"};
+constexpr std::array<std::string_view, 7> kNames{"passed", "failed", "error", "unsupported", "invalid", "mistrusted",
+                                                  "fault"};
 }
 
 std::string_view verdict_name(Verdict v) { return kNames[static_cast<std::size_t>(v)]; }
@@ -15,7 +16,7 @@ std::string_view verdict_name(Verdict v) { return kNames[static_cast<std::size_t
 Verdict parse_verdict(std::string_view s) {
   for (std::size_t i = 0; i < kNames.size(); ++i)
     if (kNames[i] == s) return static_cast<Verdict>(i);
-  throw Error("verdict '" + std::string(s) + "' unknown (valid: passed, failed, error, unsupported, invalid, mistrusted)");
+  throw Error("verdict '" + std::string(s) + "' unknown (valid: passed, failed, error, unsupported, invalid, mistrusted, fault)");
 }
 
 nlohmann::json json_number(double v) {

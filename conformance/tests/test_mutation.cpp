@@ -120,6 +120,23 @@ TEST(Mutation, EveryNonBitwiseMutantFailsANumericalOrMemoryCheck) {
   std::printf("non-bitwise score: %zu caught, %zu allow-listed below the noise floor, of %zu\n", killed,
               kBelowNoiseFloor.size(), s.mutants.size());
 }
+
+// A kernel that reads V as if it shared the problem's dense layout: the per-tensor layout
+// variants catch it, and the reason names V's view first.
+TEST(Mutation, IgnoringVStridesFailsLayoutNamingV) {
+  for (const char* k : {"mutant.ignores_v_strides", "mutant.nb.ignores_v_strides"}) {
+    const auto rs = run_cases({parse_case(std::string("kernel=") + k + " recipe=bf16 problem=b1h2s40t72d32 dist=normal seed=1")},
+                              ToleranceTable::builtin(), {});
+    for (const auto& r : rs) {
+      if (r.check == "layout") {
+        EXPECT_EQ(r.outcome.verdict, Verdict::failed) << k;
+        EXPECT_EQ(r.outcome.reason.rfind("v: transposed view (strides [", 0), 0u) << k << ": " << r.outcome.reason;
+      } else if (r.check != "call_path") {
+        EXPECT_TRUE(verdict_ok(r.outcome.verdict)) << k << " " << r.check << ": " << r.outcome.reason;
+      }
+    }
+  }
+}
 #endif
 
 #ifdef ATTEST_SEED_SWEEP

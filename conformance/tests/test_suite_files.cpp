@@ -74,9 +74,10 @@ TEST(Expand, KernelsRecipesDistsSeedsAndChecksMultiply) {
   const auto f = CaseFile::parse(kCases, "inline");
   const auto p = Profile::parse(kProfile, "inline");
   const auto ex = expand(f, p, {});
-  // Line 2: (fake.good x {bf16, f32} + fake.other x {bf16}) x 2 dists x 2 seeds x 2 checks = 24;
+  // Line 2: (fake.good x {bf16, f32} + fake.other x {bf16}) x 2 dists x 2 seeds x 3 checks (the
+  // two listed, and refusal, which joins every template: a call-time refusal is judged there) = 36;
   // line 4: the literal fp16 on the literal kernel is kept (a refusal case) = 1.
-  EXPECT_EQ(ex.cases.size(), 25u);
+  EXPECT_EQ(ex.cases.size(), 37u);
   ASSERT_EQ(ex.errors.size(), 1u);
   EXPECT_NE(ex.errors[0].find("gpu.*"), std::string::npos);
   EXPECT_EQ(to_string(ex.cases.front()), "kernel=fake.good recipe=bf16 problem=b1h1s8d16 dist=normal seed=1 check=bitwise");
@@ -86,21 +87,21 @@ TEST(Expand, KernelsRecipesDistsSeedsAndChecksMultiply) {
 TEST(Expand, SelectionNarrowsAndMutantsNeedAnExplicitGlob) {
   const auto f = CaseFile::parse(kCases, "inline");
   auto p = Profile::parse(kProfile, "inline");
-  EXPECT_EQ(expand(f, p, {"", "f32", ""}).cases.size(), 8u);
-  EXPECT_EQ(expand(f, p, {"", "", "accuracy"}).cases.size(), 12u);
-  EXPECT_EQ(expand(f, p, {"fake.other", "", ""}).cases.size(), 8u);
+  EXPECT_EQ(expand(f, p, {"", "f32", ""}).cases.size(), 12u);
+  EXPECT_EQ(expand(f, p, {"", "", "accuracy"}).cases.size(), 12u);  // refusal not selected: not added
+  EXPECT_EQ(expand(f, p, {"fake.other", "", ""}).cases.size(), 12u);
   // '*' does not select mutants; 'mutant*' does, whatever the profile's kernel list says.
   for (const auto& c : expand(f, p, {"*", "", ""}).cases) EXPECT_NE(c.kernel.rfind("mutant.", 0), 0u);
   const auto m = expand(f, p, {"mutant.*", "", ""});
-  ASSERT_EQ(m.cases.size(), 8u);
+  ASSERT_EQ(m.cases.size(), 12u);
   EXPECT_EQ(m.cases[0].kernel, "mutant.fake");
   p.exclude_recipes = {"bf16"};
-  EXPECT_EQ(expand(f, p, {}).cases.size(), 9u);
+  EXPECT_EQ(expand(f, p, {}).cases.size(), 13u);
 }
 
 TEST(Expand, RepeatedTemplatesGiveEachCaseOnce) {
   const std::string line = "kernel=fake.other problem=b1h1s8d16 check=poison\n";
-  EXPECT_EQ(expand(CaseFile::parse(line + line, "dup"), Profile::parse(kProfile, "p"), {}).cases.size(), 1u);
+  EXPECT_EQ(expand(CaseFile::parse(line + line, "dup"), Profile::parse(kProfile, "p"), {}).cases.size(), 2u);  // + refusal
 }
 
 }  // namespace

@@ -36,6 +36,7 @@ enum class Bug : std::uint8_t {
   skip_last_q_tile,    ///< the last partial query tile is never computed nor written
   oob_write,           ///< one element written just past the output's last element
   contiguous_assumed,  ///< strides ignored: inputs and output read/written as contiguous bshd
+  ignores_v_strides,   ///< V read with the dense strides of the problem's layout, not its own
   nondeterministic,    ///< row sum and P.V within a tile start at a key that rotates per call
   p_e5m2,              ///< P cast to e5m2 instead of the recipe's P format
   ftz_acc,             ///< FP32 accumulator flushed to zero when subnormal

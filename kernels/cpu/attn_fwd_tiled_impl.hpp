@@ -237,6 +237,21 @@ void run_tiled(const Args& a, const Plan& plan) {
       if (base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= t.storage().data() + t.storage().size())
         in.sd = 1, in.sh = C, in.ss = heads * C, in.sb = sh[1] * heads * C;
     }
+    if constexpr (B == Bug::ignores_v_strides) {
+      // The planted bug: V (alone) addressed with the strides the problem's layout implies for a
+      // dense tensor, as if q, k and v always shared it; kept inside the buffer like the above.
+      if (kv && &t == vt) {
+        const auto& sh = t.shape();
+        const std::int64_t T = sh[1], pad = p.layout == Layout::strided ? p.pad : 0;
+        const std::int64_t row = p.layout == Layout::packed_qkv ? (H + 2 * Hkv) * C : heads * (C + pad);
+        const auto* base = reinterpret_cast<const std::byte*>(in.data);
+        if (base + sh[0] * T * row * 4 <= t.storage().data() + t.storage().size()) {
+          in.sd = 1;
+          if (p.layout == Layout::bhsd) in.sh = T * C, in.ss = C, in.sb = heads * T * C;
+          else in.sh = p.layout == Layout::packed_qkv ? C : C + pad, in.ss = row, in.sb = T * row;
+        }
+      }
+    }
     return in;
   };
   auto qv = view(*qt, false, H, D), kv = view(*kt, true, Hkv, D), vv = view(*vt, true, Hkv, Dv);

@@ -29,6 +29,60 @@ Status declared_support(const Kernel& k, const Problem& p, const Recipe& r) {
   if (!c.cross && p.seqlen_kv != p.seqlen_q) return Status::unsupported("cross attention (S != T) not supported");
   if (!c.ragged && p.ragged()) return Status::unsupported("ragged batches not supported");
   if (!c.head_dim_v && p.head_dim_v != p.head_dim) return Status::unsupported("head_dim_v != head_dim not supported");
+  if (!c.causal_cross && p.mask != Mask::none &&
+      (p.ragged() ? p.cu_seqlens_q != p.cu_seqlens_kv : p.seqlen_q != p.seqlen_kv))
+    return Status::unsupported("causal mask with S != T is outside the declaration (causal_cross = false)");
+  if (c.row_align > 1) {
+    // Every other stride and offset of the problem's layouts is a multiple of the head-row
+    // stride (packed_qkv's head offsets are multiples of D), so the row stride decides.
+    const std::int64_t pad = p.layout == Layout::strided ? p.pad : 0;
+    for (std::int64_t row : {p.head_dim + pad, p.head_dim_v + pad})
+      if (row % c.row_align != 0)
+        return Status::unsupported("row stride of " + std::to_string(row) +
+                                   " elements is not a multiple of the declared row_align " + std::to_string(c.row_align));
+  }
+  return Status::ok();
+}
+
+std::vector<std::string> declared_properties(const Capabilities& c) {
+  std::vector<std::string> v;
+  auto join = [](const auto& xs, auto name) {
+    std::string s;
+    for (const auto& x : xs) s += (s.empty() ? "" : ",") + std::string(name(x));
+    return s;
+  };
+  if (c.ftz) v.emplace_back("ftz");
+  if (c.row_align > 1) v.push_back("row_align=" + std::to_string(c.row_align));
+  if (!c.causal_cross) v.emplace_back("causal_cross=false");
+  if (c.bitwise) v.emplace_back("bitwise");
+  if (!c.deterministic) v.emplace_back("deterministic=false");
+  if (c.graph_capturable) v.emplace_back("graph_capturable");
+  if (!c.lse) v.emplace_back("lse=false");
+  if (!c.gqa) v.emplace_back("gqa=false");
+  if (!c.cross) v.emplace_back("cross=false");
+  if (!c.ragged) v.emplace_back("ragged=false");
+  if (!c.head_dim_v) v.emplace_back("head_dim_v=false");
+  if (!c.head_dims.empty()) v.push_back("head_dims=" + join(c.head_dims, [](std::int64_t d) { return std::to_string(d); }));
+  if (c.head_dim_multiple > 1) v.push_back("head_dim_multiple=" + std::to_string(c.head_dim_multiple));
+  if (c.masks.size() != 3) v.push_back("masks=" + join(c.masks, mask_name));
+  if (c.layouts.size() != 4) v.push_back("layouts=" + join(c.layouts, layout_name));
+  if (c.planted_bug) v.emplace_back("planted_bug");
+  return v;
+}
+
+Status aligned_rows(const Capabilities& c, const Args& a) {
+  if (c.row_align <= 1) return Status::ok();
+  const std::pair<const char*, const Tensor*> ts[] = {{"q", &a.q}, {"k", &a.k}, {"v", &a.v}, {"out", &a.out}};
+  for (const auto& [name, t] : ts) {
+    const auto& st = t->strides();
+    for (std::size_t d = 0; d + 1 < st.size(); ++d)
+      if (t->shape()[d] > 1 && st[d] % c.row_align != 0)
+        return Status::unsupported(std::string(name) + ": row stride of " + std::to_string(st[d]) +
+                                   " elements is not a multiple of the declared row_align " + std::to_string(c.row_align));
+    if (t->offset() % c.row_align != 0)
+      return Status::unsupported(std::string(name) + ": start offset of " + std::to_string(t->offset()) +
+                                 " elements is not a multiple of the declared row_align " + std::to_string(c.row_align));
+  }
   return Status::ok();
 }
 

@@ -43,15 +43,19 @@ struct Desc {
   std::string backend;
   std::vector<std::string> recipes, configs;
   std::vector<std::int64_t> head_dims;
-  std::uint32_t masks = 0, layouts = 0, dtypes = 0, flags = 0;
+  std::uint32_t masks = 0, layouts = 0, dtypes = 0, flags = 0, declares = 0, row_align = 0;
   attest_plugin_run_fn run = nullptr;
   attest_plugin_supports_fn supports = nullptr;
   void* context = nullptr;
 };
 
-std::shared_ptr<const Desc> make_desc(const std::string& full, const attest_plugin_kernel& k) {
+std::shared_ptr<const Desc> make_desc(const std::string& full, const attest_plugin_kernel& given) {
   const auto fail = [&](const std::string& what) { throw Error("kernel " + full + ": " + what); };
-  if (k.struct_size < sizeof(attest_plugin_kernel)) fail("attest_plugin_kernel.struct_size is too small");
+  if (given.struct_size < ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE) fail("attest_plugin_kernel.struct_size is too small");
+  // declares/row_align only when the caller's struct_size covers them (0 otherwise).
+  const attest_plugin_kernel k = kernels::plugin_abi::copy_kernel(given);
+  if ((k.declares & ~ATTEST_PLUGIN_DECLARE_ALL) != 0)
+    fail("declares " + std::to_string(k.declares) + " holds unknown ATTEST_PLUGIN_DECLARE bits");
   if (k.memory != ATTEST_PLUGIN_MEMORY_HOST) fail("memory must be HOST (the Python side moves tensors to its device)");
   if (k.run == nullptr) fail("run is NULL");
   if (k.n_recipes == 0 || k.recipes == nullptr) fail("lists no recipe");
@@ -81,6 +85,8 @@ std::shared_ptr<const Desc> make_desc(const std::string& full, const attest_plug
   d->layouts = k.layouts;
   d->dtypes = k.dtypes;
   d->flags = k.flags;
+  d->declares = k.declares;
+  d->row_align = k.row_align;
   d->run = k.run;
   d->supports = k.supports;
   d->context = k.context;
@@ -106,7 +112,7 @@ class CallbackKernel final : public Kernel {
   std::vector<std::string> configs() const override { return desc()->configs; }
   kernels::Capabilities capabilities() const override {
     const auto d = desc();
-    return kernels::plugin_abi::capabilities(d->head_dims, d->masks, d->layouts, d->flags);
+    return kernels::plugin_abi::capabilities(d->head_dims, d->masks, d->layouts, d->flags, d->declares, d->row_align);
   }
 
   Status supports(const Problem& p, const Recipe& r) const override {
@@ -122,7 +128,7 @@ class CallbackKernel final : public Kernel {
     // Python callables hold the GIL anyway; one at a time (unless thread-safe) keeps device state simple too.
     std::string message;
     if (const int rc = kernels::plugin_abi::call(d->run, d->context, d->flags, serial_, c.ra, message); rc != 0)
-      throw Error("python kernel " + name_ + " raised (" + std::to_string(rc) + "): " + message);
+      kernels::plugin_abi::throw_run_failure(rc, message, "python kernel " + name_ + " raised (" + std::to_string(rc) + "): ");
   }
 
  private:
@@ -301,7 +307,8 @@ json op_kernel_info(const json& req) {
               {"configs", k.configs()}, {"head_dims", c.head_dims}, {"masks", masks},
               {"layouts", layouts},     {"gqa", c.gqa},             {"cross", c.cross},
               {"ragged", c.ragged},     {"head_dim_v", c.head_dim_v}, {"lse", c.lse},
-              {"deterministic", c.deterministic}, {"bitwise", c.bitwise}};
+              {"deterministic", c.deterministic}, {"bitwise", c.bitwise}, {"ftz", c.ftz},
+              {"row_align", c.row_align}, {"causal_cross", c.causal_cross}};
 }
 
 json op_supports(const json& req) {

@@ -1,5 +1,6 @@
 // canary: 512-element guard zones (cuDNN's margin) before and after out and lse, and the pad
 // gaps of a strided out, keep their pattern; inputs stay byte-identical.
+#include <algorithm>
 #include <vector>
 
 #include "common.hpp"
@@ -41,15 +42,19 @@ Outcome guards_intact(const Check&, Context& ctx) {
   const auto& lay = ctx.caps().layouts;
   if (p.layout != Layout::strided && std::find(lay.begin(), lay.end(), Layout::strided) != lay.end())
     layouts.push_back(Layout::strided);  // also the gaps between padded head rows
+  // Offsets and pads stay multiples of the declared row_align (a kernel that needs aligned rows
+  // is not asked to take unaligned ones).
+  const std::int64_t align = std::max<std::int64_t>(1, ctx.caps().row_align);
+  const std::int64_t guard = (kGuard + align - 1) / align * align;
   for (const Layout l : layouts) {
     Problem pv = p;
     pv.layout = l;
-    if (l != p.layout) pv.pad = 3;
+    if (l != p.layout) pv.pad = align > 1 ? align : 3;
     if (!ctx.kernel().supports(pv, ctx.recipe())) continue;
-    const auto in = make_inputs(pv, ctx.inputs(), pv.layout, pv.pad, kGuard, kGuard);
+    const auto in = make_inputs(pv, ctx.inputs(), pv.layout, pv.pad, guard, guard);
     std::vector<std::vector<std::byte>> before;
     for (const Tensor* t : {&in.q, &in.k, &in.v}) before.emplace_back(t->storage().begin(), t->storage().end());
-    auto outs = make_outputs(pv, pv.layout, pv.pad, kGuard, kGuard, kCanary, ctx.caps().lse);
+    auto outs = make_outputs(pv, pv.layout, pv.pad, guard, guard, kCanary, ctx.caps().lse);
     // The view's own elements are poisoned too; only what lies outside must keep the canary.
     const auto res = ctx.run_on(pv, in, std::move(outs), "");
     const std::string tag(layout_name(l));

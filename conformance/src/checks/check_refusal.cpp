@@ -1,7 +1,9 @@
 // refusal: every problem the kernel's declared capabilities exclude (a head dim, mask or layout
 // not listed, GQA, cross attention, ragged batches, head_dim_v != head_dim) and a recipe it does
 // not implement are UNSUPPORTED with a reason by supports(), and run() on them throws
-// attest::Error without writing the output: never silently computed as something else.
+// attest::Error without writing the output: never silently computed as something else. A case the
+// kernel admits but refuses at call time (kernels::KernelRefused, e.g. torch's "No available
+// kernel") is one failed row here; every other check of that case is UNSUPPORTED pointing at it.
 #include <algorithm>
 
 #include "common.hpp"
@@ -76,6 +78,25 @@ std::vector<Variant> variants(const Context& ctx) {
     if (q.layout == Layout::packed_qkv) q.layout = Layout::bshd;
     add("head_dim_v != head_dim", q);
   }
+  if (!c.causal_cross) {
+    Problem q = p;
+    if (q.mask == Mask::none)
+      for (Mask m : {Mask::causal_br, Mask::causal_tl})
+        if (std::find(c.masks.begin(), c.masks.end(), m) != c.masks.end()) q.mask = m;
+    if (q.mask == Mask::none) q.mask = Mask::causal_br;
+    q.cu_seqlens_q.clear();
+    q.cu_seqlens_kv.clear();
+    q.seqlen_kv = p.seqlen_q + 16;
+    add("causal with S != T", q);
+  }
+  if (c.row_align > 1 && std::find(c.layouts.begin(), c.layouts.end(), Layout::strided) != c.layouts.end()) {
+    Problem q = p;
+    if (q.layout == Layout::packed_qkv) q.layout = Layout::bshd;
+    q.layout = Layout::strided;
+    q.pad = 1;
+    while ((q.head_dim + q.pad) % c.row_align == 0) ++q.pad;
+    add("rows not aligned to row_align " + std::to_string(c.row_align), q);
+  }
   Recipe r = ctx.recipe();
   r.tile_kv = 7;  // no kernel lists a recipe with 7-key tiles: its label is a full string nobody implements
   v.push_back({"recipe " + attest::recipe_label(r), p, r});
@@ -90,6 +111,20 @@ class Refusal final : public Check {
   std::string_view summary() const override { return "excluded problems/recipes are refused with a reason, never computed"; }
   bool needs_support() const override { return false; }
   Outcome run(Context& ctx) const override {
+    if (ctx.support()) {
+      // A case inside the declaration that the kernel refuses only when called: judged here
+      // once (the other checks of the case are UNSUPPORTED pointing at this row).
+      try {
+        (void)ctx.baseline();
+      } catch (const VerdictError&) {
+        // A fault or an error of the baseline is the other checks' verdict, not a refusal.
+      }
+      if (const auto& why = ctx.runtime_refusal())
+        return failed("refuses at call time a case inside its declared capabilities: " + *why,
+                      {{"variants", nlohmann::json::array({{{"variant", "the case itself"},
+                                                            {"problem", to_string(ctx.problem())},
+                                                            {"run_error", *why}}})}});
+    }
     auto vs = variants(ctx);
     if (!ctx.support()) vs.insert(vs.begin(), Variant{"the case itself", ctx.problem(), ctx.recipe()});
     nlohmann::json fig = nlohmann::json::array();

@@ -11,6 +11,31 @@
 namespace attest::conformance::checks {
 namespace {
 
+constexpr double kFltMin = 1.17549435082228750797e-38;  // 2^-126: below it a float32 is subnormal
+
+// A contiguous copy of a float32/float64 tensor with every |x| < 2^-126 set to zero (sign kept):
+// what a flush-to-zero kernel writes.
+Tensor flushed(const Tensor& t) {
+  Tensor c = t.contiguous();
+  if (c.dtype() == DType::f64) {
+    double* x = c.data<double>();
+    for (std::int64_t i = 0; i < c.numel(); ++i)
+      if (std::fabs(x[i]) < kFltMin) x[i] = std::copysign(0.0, x[i]);
+  } else {
+    float* x = c.data<float>();
+    for (std::int64_t i = 0; i < c.numel(); ++i)
+      if (std::fabs(x[i]) < kFltMin) x[i] = std::copysign(0.0f, x[i]);
+  }
+  return c;
+}
+
+ref::EmulatorOutput flushed(const ref::EmulatorOutput& e) {
+  ref::EmulatorOutput f = e;
+  f.out = flushed(e.out);
+  if (!e.out_unrounded.empty()) f.out_unrounded = flushed(e.out_unrounded);
+  return f;
+}
+
 class Subnormal final : public Check {
  public:
   // Applies by recipe (a V format that flushes 2^-130 itself leaves nothing to test), not by a
@@ -31,7 +56,7 @@ class Subnormal final : public Check {
     // fp16 and unscaled FP8/FP4 V formats round 2^-130-scaled values to zero themselves: the
     // recipe never reaches a subnormal accumulator.
     if (ce.norm_ref == 0) return unsupported("the recipe's V format flushes 2^-130-scaled values itself: no subnormal accumulator to test");
-    std::int64_t flushed = 0, nonzero = 0;
+    std::int64_t flushed = 0, nonzero = 0;  // over emulated outputs that are not zero
     {
       const auto a = k.out.view<float, 4>(), e = emu.out.view<float, 4>();
       for (std::int64_t b = 0; b < a.shape[0]; ++b)
@@ -46,6 +71,9 @@ class Subnormal final : public Check {
     fig["scale"] = "2^-130";
     fig["nonzero_emulated"] = nonzero;
     fig["flushed_to_zero"] = flushed;
+    // A kernel that declares ftz (Capabilities::ftz) and flushed: judged against the references
+    // with their subnormal-range outputs flushed the same way, and the declaration reported.
+    if (ctx.caps().ftz && flushed > 0) return judge_ftz(ctx, in, k, emu, flushed, nonzero, fig);
     if (ctx.caps().bitwise && ctx.recipe().bitwise_capable()) {
       auto d = bit_diff(k.out, emu.out, "out", fig);
       if (!d.empty())
@@ -67,6 +95,57 @@ class Subnormal final : public Check {
     fig["judgement"] = j.figures;
     if (!j.pass) return failed(fmt::format("{} of {} subnormal-range outputs flushed; {}", flushed, nonzero, j.reason), fig);
     return passed(fig);
+  }
+
+ private:
+  static Outcome judge_ftz(Context& ctx, const datasets::Qkv& in, const KernelOutput& k, const ref::EmulatorOutput& emu,
+                           std::int64_t flushed_n, std::int64_t nonzero, nlohmann::json& fig) {
+    const Problem& p = ctx.problem();
+    fig["declared"] = "ftz";
+    const std::string declared = fmt::format("ftz declared: {} of {} subnormal-range outputs flushed", flushed_n, nonzero);
+    const Tensor ef = flushed(emu.out);
+    // Element rule: a subnormal-range output may be flushed (either zero) or kept; a normal one
+    // is never flushed. Bitwise kernels must otherwise give the emulator's bits.
+    const bool bitwise = ctx.caps().bitwise && ctx.recipe().bitwise_capable();
+    std::int64_t bad = 0, normal = 0;
+    std::string first;
+    {
+      const auto a = k.out.view<float, 4>(), e = emu.out.view<float, 4>();
+      for (std::int64_t b = 0; b < a.shape[0]; ++b)
+        for (std::int64_t s = 0; s < a.shape[1]; ++s)
+          for (std::int64_t h = 0; h < a.shape[2]; ++h)
+            for (std::int64_t d = 0; d < a.shape[3]; ++d) {
+              const float x = a(b, s, h, d), y = e(b, s, h, d);
+              const bool sub = std::fabs(y) < kFltMin;
+              normal += !sub && y != 0;
+              const bool ok = sub ? (x == 0 || (bitwise ? bits_of(x) == bits_of(y) : std::fabs(x) <= kFltMin))
+                                  : (bitwise ? bits_of(x) == bits_of(y) : x != 0 || y == 0);
+              if (!ok && bad++ == 0)
+                first = fmt::format("[{}, {}, {}, {}]: {:.9g} vs emulated {:.9g}", b, s, h, d, x, y);
+            }
+    }
+    fig["normal_range_emulated"] = normal;
+    if (bad > 0)
+      return failed(fmt::format("ftz declared, yet {} outputs are neither the emulator's nor a flushed subnormal; first at {}",
+                                bad, first),
+                    fig);
+    if (bitwise || normal == 0) return passed(fig, declared);
+    // Normal-range outputs besides: the accuracy rule against flushed references.
+    const auto ref = ctx.tolerances().lookup(ctx.recipe_label(), "accuracy");
+    ref::AttentionOutput ref64;
+    try {
+      ref64 = ref::attention(p, in.q, in.k, in.v, ref::Precision::fp64);
+    } catch (const std::exception& e) {
+      throw VerdictError(Verdict::error, std::string("FP64 reference: ") + e.what());
+    }
+    const Tensor rf = flushed(ref64.out);
+    const auto emu_f = flushed(emu);
+    const auto rev_f = flushed(ctx.emulate(p, in.q, in.k, in.v, true));
+    const auto m = metrics::compare(k.out, rf), b = metrics::compare(ef, rf), f = output_floor(emu_f, rev_f);
+    const auto j = judge(ref, metric_set(m, nullptr), metric_set(b, nullptr), metric_set(f, nullptr));
+    fig["judgement"] = j.figures;
+    if (!j.pass) return failed(fmt::format("{}; against flushed references: {}", declared, j.reason), fig);
+    return passed(fig, declared);
   }
 };
 

@@ -47,6 +47,9 @@ constexpr Mutant kMutants[] = {
     {make<Bug::oob_write>, "oob_write", "bf16"},
     // Ignores strides: reads inputs and writes the output as contiguous bshd.
     {make<Bug::contiguous_assumed>, "contiguous_assumed", "bf16"},
+    // Reads V with the dense strides of the problem's layout (as if q, k, v shared one): wrong
+    // only when V alone is a view (a KV-cache slice, a transposed buffer).
+    {make<Bug::ignores_v_strides>, "ignores_v_strides", "bf16"},
     // Row sum and P.V inside a KV tile start at a key that rotates with every call.
     {make<Bug::nondeterministic>, "nondeterministic", "bf16"},
     // The FP32 accumulator is flushed to zero when it becomes subnormal.

@@ -1,6 +1,7 @@
 // The C++ side of the plugin ABI (plugin_abi.hpp). Hand-written: the ABI is ours.
 #include "attest/kernels/plugin_abi.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace attest::kernels::plugin_abi {
@@ -49,7 +50,7 @@ ProblemC::ProblemC(const Problem& p) : text(to_string(p)) {
 }
 
 Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t masks, std::uint32_t layouts,
-                          std::uint32_t flags) {
+                          std::uint32_t flags, std::uint32_t declares, std::uint32_t row_align) {
   Capabilities c;
   c.head_dims.assign(head_dims.begin(), head_dims.end());
   c.masks.clear();
@@ -67,7 +68,23 @@ Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t
   c.graph_capturable = has(ATTEST_PLUGIN_CAP_GRAPH_CAPTURABLE);
   c.deterministic = has(ATTEST_PLUGIN_CAP_DETERMINISTIC);
   c.bitwise = has(ATTEST_PLUGIN_CAP_BITWISE);
+  c.ftz = (declares & ATTEST_PLUGIN_DECLARE_FTZ) != 0;
+  c.causal_cross = (declares & ATTEST_PLUGIN_DECLARE_NO_CAUSAL_CROSS) == 0;
+  c.row_align = row_align > 1 ? row_align : 1;
   return c;
+}
+
+attest_plugin_kernel copy_kernel(const attest_plugin_kernel& k) {
+  attest_plugin_kernel c{};
+  std::memcpy(&c, &k, std::min<std::size_t>(k.struct_size, sizeof c));
+  c.struct_size = sizeof c;
+  return c;
+}
+
+void throw_run_failure(int rc, const std::string& message, const std::string& failure) {
+  if (rc == ATTEST_PLUGIN_RUN_REFUSED) throw KernelRefused(message);
+  if (rc == ATTEST_PLUGIN_RUN_FAULT) throw KernelFault(message);
+  throw Error(failure + message);
 }
 
 Status supports(attest_plugin_supports_fn fn, void* context, std::uint32_t dtypes, const Problem& p, const Recipe& r) {

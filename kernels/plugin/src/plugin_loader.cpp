@@ -61,7 +61,7 @@ struct Library {
 class PluginKernel final : public Kernel {
  public:
   PluginKernel(std::shared_ptr<Library> lib, const attest_plugin_kernel& k, std::vector<std::string> recipes)
-      : lib_(std::move(lib)), k_(k), name_("plugin." + lib_->name + "." + k.name), backend_(k.backend),
+      : lib_(std::move(lib)), k_(plugin_abi::copy_kernel(k)), name_("plugin." + lib_->name + "." + k.name), backend_(k.backend),
         recipes_(std::move(recipes)) {
     configs_.emplace_back();
     for (std::uint32_t i = 0; i < k.n_configs; ++i)
@@ -73,7 +73,8 @@ class PluginKernel final : public Kernel {
   std::vector<std::string> recipes() const override { return recipes_; }
   std::vector<std::string> configs() const override { return configs_; }
   Capabilities capabilities() const override {
-    return plugin_abi::capabilities({k_.head_dims, k_.n_head_dims}, k_.masks, k_.layouts, k_.flags);
+    return plugin_abi::capabilities({k_.head_dims, k_.n_head_dims}, k_.masks, k_.layouts, k_.flags, k_.declares,
+                                    k_.row_align);
   }
 
   Status supports(const Problem& p, const Recipe& r) const override {
@@ -104,7 +105,8 @@ class PluginKernel final : public Kernel {
   void call(const attest_plugin_run_args& ra) {
     std::string message;
     if (const int rc = plugin_abi::call(k_.run, k_.context, k_.flags, lib_->serial, ra, message); rc != 0)
-      throw Error("plugin kernel " + name_ + " (" + lib_->file + ") reported failure " + std::to_string(rc) + ": " + message);
+      plugin_abi::throw_run_failure(
+          rc, message, "plugin kernel " + name_ + " (" + lib_->file + ") reported failure " + std::to_string(rc) + ": ");
   }
 
 #if ATTEST_KERNELS_PLUGIN_GPU
@@ -132,7 +134,7 @@ class PluginKernel final : public Kernel {
 #endif
 
   std::shared_ptr<Library> lib_;
-  attest_plugin_kernel k_;  // a copy of the version-1 fields (the plugin's struct may be larger)
+  attest_plugin_kernel k_;  // copy_kernel: the fields the plugin's struct_size covers, the rest 0
   std::string name_, backend_;
   std::vector<std::string> recipes_, configs_;
 };
@@ -155,6 +157,8 @@ std::vector<std::string> validate_kernel(const attest_plugin_kernel& k, const st
   if (k.layouts == 0 || (k.layouts & ~kLayoutBits) != 0) fail("layouts bits " + std::to_string(k.layouts) + " are empty or unknown");
   if ((k.dtypes & ~kDtypeBits) != 0) fail("dtypes bits " + std::to_string(k.dtypes) + " name unknown dtypes");
   if ((k.flags & ~ATTEST_PLUGIN_CAP_ALL) != 0) fail("flags " + std::to_string(k.flags) + " hold unknown ATTEST_PLUGIN_CAP bits");
+  if ((k.declares & ~ATTEST_PLUGIN_DECLARE_ALL) != 0)
+    fail("declares " + std::to_string(k.declares) + " holds unknown ATTEST_PLUGIN_DECLARE bits");
   std::vector<std::string> labels;
   for (std::uint32_t i = 0; i < k.n_recipes; ++i) {
     if (k.recipes[i] == nullptr) fail("recipes[" + std::to_string(i) + "] is NULL");
@@ -238,17 +242,20 @@ LoadedPlugin load_plugin(const std::filesystem::path& path) {
     const attest_plugin_kernel* k = info->kernels[i];
     const std::string kw = where + " kernel " + std::to_string(i);
     if (k == nullptr) throw Error(kw + ": NULL");
-    if (k->struct_size < sizeof(attest_plugin_kernel))
+    // Fields appended after the first version-1 release (declares, row_align) are read only
+    // when struct_size covers them: a plugin built against the older header keeps loading.
+    if (k->struct_size < ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE)
       throw Error(kw + ": attest_plugin_kernel.struct_size is " + std::to_string(k->struct_size) + " bytes, ABI version " +
-                  std::to_string(ATTEST_PLUGIN_ABI_VERSION) + " needs at least " + std::to_string(sizeof(attest_plugin_kernel)) +
-                  " (built against another attest/plugin.h?)");
+                  std::to_string(ATTEST_PLUGIN_ABI_VERSION) + " needs at least " +
+                  std::to_string(ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE) + " (built against another attest/plugin.h?)");
     if (!valid_name(k->name, true)) throw Error(kw + ": name is empty or not [A-Za-z0-9_.-]+");
     const std::string full = "plugin." + lib->name + "." + k->name;
-    auto labels = validate_kernel(*k, where + " kernel " + k->name);
+    const attest_plugin_kernel kc = plugin_abi::copy_kernel(*k);
+    auto labels = validate_kernel(kc, where + " kernel " + k->name);
     if (Registry::instance().find(full) != nullptr ||
         std::find(out.kernels.begin(), out.kernels.end(), full) != out.kernels.end())
       throw Error(where + ": kernel " + full + " is already registered");
-    made.push_back(std::make_unique<PluginKernel>(lib, *k, std::move(labels)));
+    made.push_back(std::make_unique<PluginKernel>(lib, kc, std::move(labels)));
     out.kernels.push_back(full);
   }
   for (auto& k : made) Registry::instance().add(std::move(k));

@@ -6,8 +6,13 @@
  *   refuses         attest_plugin_query returns NULL
  *   bad_recipe      a kernel lists a recipe attest cannot parse
  *   dup_kernel      two kernels with one name
- *   failing         a valid kernel whose run reports failure (code 3, a two-line message)
+ *   failing         a valid kernel whose run reports failure (code 2, a two-line message)
  *   refuse_all      a valid kernel whose supports() refuses every problem it declares
+ *   call_refuses    a valid kernel whose run returns ATTEST_PLUGIN_RUN_REFUSED on every call
+ *   faults          a valid kernel whose run returns ATTEST_PLUGIN_RUN_FAULT on every call
+ *   old_size        struct_size of the kernel before declares/row_align were appended (whose
+ *                   static struct still holds declarations the loader must not read)
+ *   declares        declares ftz and no causal cross attention, row_align 8
  */
 #include <stdio.h>
 #include <string.h>
@@ -23,6 +28,10 @@
 #define BAD_dup_kernel 7
 #define BAD_failing 8
 #define BAD_refuse_all 9
+#define BAD_call_refuses 10
+#define BAD_faults 11
+#define BAD_old_size 12
+#define BAD_declares 13
 #define BAD_CAT2(a, b) a##b
 #define BAD_CAT(a, b) BAD_CAT2(a, b)
 #define BAD BAD_CAT(BAD_, BAD_PLUGIN)
@@ -32,11 +41,25 @@
 static int run(void* context, const attest_plugin_run_args* args, char* message, size_t size) {
   (void)context;
   (void)args;
+#if BAD == BAD_call_refuses
+  snprintf(message, size, "No available kernel. Aborting execution.");
+  return ATTEST_PLUGIN_RUN_REFUSED;
+#elif BAD == BAD_faults
+  snprintf(message, size, "CUDA error: misaligned address");
+  return ATTEST_PLUGIN_RUN_FAULT;
+#else
   snprintf(message, size, "device ran out of bananas\nsecond line that attest drops");
-  return 3;
+  return 2;
+#endif
 }
 
-#if BAD == BAD_refuse_all
+#if BAD == BAD_call_refuses || BAD == BAD_faults
+#define SUPPORTS NULL
+#define MASKS 7u
+#define LAYOUTS 15u
+#define FLAGS (ATTEST_PLUGIN_CAP_GQA | ATTEST_PLUGIN_CAP_CROSS | ATTEST_PLUGIN_CAP_RAGGED | ATTEST_PLUGIN_CAP_HEAD_DIM_V | \
+               ATTEST_PLUGIN_CAP_LSE | ATTEST_PLUGIN_CAP_DETERMINISTIC)
+#elif BAD == BAD_refuse_all
 static int refuse(void* context, const attest_plugin_problem* problem, const char* recipe, char* reason, size_t size) {
   (void)context;
   (void)problem;
@@ -67,13 +90,22 @@ static const char* const kRecipes[] = {"f32"};
 
 #if BAD == BAD_small_kernel
 #define KERNEL_SIZE 16
+#elif BAD == BAD_old_size
+#define KERNEL_SIZE ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE
 #else
 #define KERNEL_SIZE sizeof(attest_plugin_kernel)
+#endif
+#if BAD == BAD_declares || BAD == BAD_old_size
+#define DECLARES (ATTEST_PLUGIN_DECLARE_FTZ | ATTEST_PLUGIN_DECLARE_NO_CAUSAL_CROSS)
+#define ROW_ALIGN 8u
+#else
+#define DECLARES 0u
+#define ROW_ALIGN 0u
 #endif
 
 static const attest_plugin_kernel kKernel = {KERNEL_SIZE, ATTEST_PLUGIN_MEMORY_HOST, "k", "cpu", kRecipes, N_RECIPES, 0, NULL,
                                              NULL, 0, MASKS, LAYOUTS, 0, FLAGS,
-                                             0, SUPPORTS, run, NULL};
+                                             0, SUPPORTS, run, NULL, DECLARES, ROW_ALIGN};
 #if BAD == BAD_dup_kernel
 static const attest_plugin_kernel* const kKernels[] = {&kKernel, &kKernel};
 #else

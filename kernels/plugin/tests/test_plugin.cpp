@@ -66,7 +66,34 @@ TEST(PluginLoader, InfoStructTooSmall) {
 
 TEST(PluginLoader, KernelStructTooSmall) {
   expect_error(bad("small_kernel"), " kernel 0: attest_plugin_kernel.struct_size is 16 bytes, ABI version 1 needs at least " +
-                                        std::to_string(sizeof(attest_plugin_kernel)));
+                                        std::to_string(ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE));
+}
+
+// declares and row_align were appended to version 1: a kernel struct of the earlier size still
+// loads, and the declarations its static struct holds past struct_size are not read.
+TEST(PluginLoader, KernelStructOfTheEarlierVersionOneSizeLoads) {
+  static_assert(ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE + 2 * sizeof(std::uint32_t) == sizeof(attest_plugin_kernel));
+  const auto lp = load_plugin(bad("old_size"));
+  ASSERT_EQ(lp.kernels, std::vector<std::string>{"plugin.bad_old_size.k"});
+  const auto c = Registry::instance().find("plugin.bad_old_size.k")->capabilities();
+  EXPECT_FALSE(c.ftz);
+  EXPECT_TRUE(c.causal_cross);
+  EXPECT_EQ(c.row_align, 1);
+}
+
+TEST(PluginLoader, AppendedDeclarationsMapIntoCapabilities) {
+  const auto lp = load_plugin(bad("declares"));
+  const Kernel& k = *Registry::instance().find("plugin.bad_declares.k");
+  const auto c = k.capabilities();
+  EXPECT_TRUE(c.ftz);
+  EXPECT_FALSE(c.causal_cross);
+  EXPECT_EQ(c.row_align, 8);
+  const Recipe r = parse_recipe("f32");
+  EXPECT_TRUE(k.supports(parse_problem("b1h1s8d16"), r));
+  // bad_declares declares bshd only and no cross attention; row_align decides on the head dim.
+  const auto st = k.supports(parse_problem("b1h1s8d12"), r);
+  EXPECT_EQ(st.reason(), "row stride of 12 elements is not a multiple of the declared row_align 8");
+  EXPECT_FALSE(declared_support(k, parse_problem("b1h1s8d12"), r));
 }
 
 TEST(PluginLoader, QueryRefusesTheHost) { expect_error(bad("refuses"), ": attest_plugin_query(1) returned NULL"); }
@@ -218,10 +245,48 @@ TEST(PluginLoader, KernelFailureIsAnErrorVerdictWithItsMessage) {
   ASSERT_EQ(res.size(), 1u);
   EXPECT_EQ(res[0].outcome.verdict, cf::Verdict::error);
   EXPECT_NE(res[0].outcome.reason.find("plugin kernel plugin.bad_failing.k (" + bad("failing") +
-                                       ") reported failure 3: device ran out of bananas"),
+                                       ") reported failure 2: device ran out of bananas"),
             std::string::npos)
       << res[0].outcome.reason;
   EXPECT_EQ(res[0].outcome.reason.find("second line"), std::string::npos) << res[0].outcome.reason;
+}
+
+// ATTEST_PLUGIN_RUN_FAULT: the case's verdict is fault (not error), with the kernel's text.
+TEST(PluginLoader, RunFaultCodeIsAFaultVerdict) {
+  load_plugin(bad("faults"));
+  const auto res = cf::run_cases({cf::parse_case("kernel=plugin.bad_faults.k recipe=f32 problem=b1h1s8d16 dist=normal seed=1 "
+                                                 "check=accuracy")},
+                                 cf::ToleranceTable::builtin(), {});
+  ASSERT_EQ(res.size(), 1u);
+  EXPECT_EQ(res[0].outcome.verdict, cf::Verdict::fault);
+  EXPECT_NE(res[0].outcome.reason.find("kernel plugin.bad_faults.k faulted on b1h1s8d16: CUDA error: misaligned address"),
+            std::string::npos)
+      << res[0].outcome.reason;
+}
+
+// ATTEST_PLUGIN_RUN_REFUSED: one refusal is one failed refusal row; every other check of the
+// case is UNSUPPORTED pointing at it, and the kernel is not called again.
+TEST(PluginLoader, RunRefusedCodeIsOneFailedRefusalRow) {
+  load_plugin(bad("call_refuses"));
+  const auto res = cf::run_cases({cf::parse_case("kernel=plugin.bad_call_refuses.k recipe=f32 problem=b1h1s8d16 "
+                                                 "dist=normal seed=1")},
+                                 cf::ToleranceTable::builtin(), {});
+  std::size_t failed = 0;
+  for (const auto& r : res) {
+    if (r.check == "refusal") {
+      EXPECT_EQ(r.outcome.verdict, cf::Verdict::failed);
+      EXPECT_EQ(r.outcome.reason,
+                "refuses at call time a case inside its declared capabilities: No available kernel. Aborting execution.");
+      ++failed;
+    } else {
+      EXPECT_EQ(r.outcome.verdict, cf::Verdict::unsupported) << r.check << ": " << r.outcome.reason;
+    }
+  }
+  EXPECT_EQ(failed, 1u);
+  const auto first = std::find_if(res.begin(), res.end(), [](const cf::Result& r) { return r.check == "accuracy"; });
+  ASSERT_NE(first, res.end());
+  EXPECT_EQ(first->outcome.reason,
+            "refused at call time: No available kernel. Aborting execution. (judged by the refusal row)");
 }
 
 // --- the command line ---
@@ -266,7 +331,8 @@ TEST_F(PluginCli, RefuseAllKernelFailsTheGate) {
                     " --out " + d("o") + " --quiet");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("refuses a case inside its declared recipes and capabilities: not today"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("plugin.bad_refuse_all.k: accuracy 2/2 poison 1/1 canary 1/1"), std::string::npos) << r.out;  // judged (failed), not n/a
+  // judged (failed), not n/a; the refusal check joins every template (call-time refusals are judged there)
+  EXPECT_NE(r.out.find("plugin.bad_refuse_all.k: accuracy 2/2 poison 1/1 refusal- 2/2 canary 1/1"), std::string::npos) << r.out;
 }
 
 // The bad_failing kernel declares no causal_tl mask: selecting only causal cases judges

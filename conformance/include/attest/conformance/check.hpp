@@ -38,10 +38,29 @@ struct KernelOutput {
   Tensor out, lse;
 };
 
+/// Storage of one tensor of a call, in attest's logical [B,S,H,D] frame, chosen per tensor
+/// (the layout check's independent-layout variants). Every stride and offset is a multiple of the
+/// head-row length (D, or D + pad), so rows stay aligned wherever D is.
+enum class Storage : std::uint8_t {
+  natural,     ///< the problem's layout (bshd for packed_qkv problems)
+  transposed,  ///< the other storage order than the problem's bshd/bhsd (torch's q.transpose(1, 2))
+  row_slice,   ///< KV-cache style: tokens [x, x+S) of a [B, Tcap, H, D] buffer, x > 0
+  head_slice,  ///< heads [x, x+H) of a [B, S, Hcap, D] buffer, x > 0
+  padded,      ///< bshd with each head row padded by `pad` elements (the old strided layout)
+};
+std::string_view storage_name(Storage s);
+/// One Storage per tensor of a call.
+struct TensorStorage {
+  Storage q = Storage::natural, k = Storage::natural, v = Storage::natural, out = Storage::natural;
+};
+
 /// How one kernel call is set up. Every buffer is a fresh allocation.
 struct RunSetup {
   std::string config;                 ///< one of Kernel::configs(); "" = default
   std::optional<Layout> layout;       ///< override of the problem's layout (inputs and out)
+  /// Per-tensor storage (independent layouts): the kernel sees the problem as layout=strided and
+  /// reads every tensor's own strides; `pad` is the padded kind's pad. Excludes `layout`.
+  std::optional<TensorStorage> storage;
   std::int64_t pad = 3;               ///< per-head-row pad used for Layout::strided overrides
   std::int64_t offset = 0;            ///< elements before the first element of every buffer
   std::int64_t slack = 0;             ///< elements of guard zone after the last element
@@ -59,6 +78,15 @@ LayoutInputs make_inputs(const Problem& p, const datasets::Qkv& logical, Layout 
 /// Output buffers in `layout`, every storage element set to `fill` bits.
 KernelOutput make_outputs(const Problem& p, Layout layout, std::int64_t pad, std::int64_t offset,
                           std::int64_t slack, std::uint32_t fill, bool with_lse);
+/// Inputs with per-tensor storage: each of q, k, v through its own Storage relative to p's layout
+/// (p is the case problem; the kernel is then called with p.layout = strided, pad 0).
+LayoutInputs make_inputs(const Problem& p, const datasets::Qkv& logical, const TensorStorage& storage,
+                         std::int64_t pad, std::int64_t offset, std::int64_t slack);
+/// out through `storage.out` (lse dense [B,H,S]), every storage element set to `fill` bits.
+KernelOutput make_outputs(const Problem& p, const TensorStorage& storage, std::int64_t pad, std::int64_t offset,
+                          std::int64_t slack, std::uint32_t fill, bool with_lse);
+/// The problem a per-tensor-storage call hands the kernel: p with layout strided, pad 0.
+Problem explicit_strides(const Problem& p);
 /// Copies logical values (f32, rank <= 4, any strides) from src into dst (same shape).
 void copy_values(const Tensor& src, const Tensor& dst);
 /// Tokens [lo, hi) of dimension 1 of a [B,S,H,D] f32 tensor (any strides), as a contiguous f32
@@ -105,7 +133,12 @@ class Context {
   /// One kernel call on problem p with inputs `logical` (VerdictError error when it throws).
   KernelOutput run(const Problem& p, const datasets::Qkv& logical, const RunSetup& setup = {}) const;
   /// As above but also returns the storage of the output buffers for guard-zone checks.
+  /// kernels::KernelFault -> VerdictError fault; kernels::KernelRefused -> the context remembers
+  /// the refusal (the first reason) and every call from then on, this one included, ends in
+  /// VerdictError unsupported without calling the kernel again (the refusal check judges it).
   KernelOutput run_on(const Problem& p, const LayoutInputs& in, KernelOutput outputs, const std::string& config) const;
+  /// The first call-time refusal (kernels::KernelRefused) of this context, if any.
+  [[nodiscard]] const std::optional<std::string>& runtime_refusal() const { return refusal_; }
 
  private:
   Case case_;
@@ -118,6 +151,10 @@ class Context {
   std::optional<ref::AttentionOutput> ref64_;
   std::optional<ref::EmulatorOutput> emu_, emu_rev_;
   std::optional<KernelOutput> baseline_;
+  mutable std::optional<std::string> refusal_;  ///< run_on's first KernelRefused message
+  /// run_on's first KernelFault: a faulting case is one fault row; later calls in this Context are
+  /// not made (a fault may have broken the device context; the caller restarts what it must).
+  mutable std::optional<std::string> fault_;
 };
 
 class Check {

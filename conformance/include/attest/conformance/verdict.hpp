@@ -13,7 +13,10 @@ namespace attest::conformance {
 /// does not apply to its declared capabilities. invalid: the case cannot be built (inputs or a
 /// problem variant). mistrusted: the measurement cannot be believed (degenerate output: all
 /// zero, zero norm, unexpected NaN/Inf, or a fill that detects nothing, e.g. reference norm 0).
-enum class Verdict : std::uint8_t { passed, failed, error, unsupported, invalid, mistrusted };
+/// fault: the kernel faulted (kernels::KernelFault: a sticky device error, a crashed worker, a
+/// hang past a timeout, out of memory); the case's context cannot be trusted afterwards, the gate
+/// fails and goes on with the other cases. Appended last: journal records keep their names.
+enum class Verdict : std::uint8_t { passed, failed, error, unsupported, invalid, mistrusted, fault };
 
 std::string_view verdict_name(Verdict v);  ///< "passed", "failed", ...
 Verdict parse_verdict(std::string_view s);  ///< throws attest::Error listing valid names

@@ -21,6 +21,22 @@ namespace attest::kernels {
 
 class DeviceEntry;  // device_entry.hpp
 
+/// Thrown by run() when the kernel faulted: a sticky device error, a crashed worker, a hang past
+/// a timeout, out of memory. The conformance runner turns it into Verdict::fault for that case
+/// and check (never an ordinary error): what ran in the same device context afterwards is suspect.
+class KernelFault : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Thrown by run() when the kernel refused the problem at call time although supports() admitted
+/// it (e.g. torch's "No available kernel"). The conformance runner remembers the first refusal of
+/// a case: one failed `refusal` row, every other check of the case UNSUPPORTED pointing at it.
+class KernelRefused : public Error {
+ public:
+  using Error::Error;
+};
+
 struct Capabilities {
   std::vector<std::int64_t> head_dims;  ///< supported head_dim values; empty = any
   std::int64_t head_dim_multiple = 1;   ///< head_dim must be a multiple of this (e.g. a 32-channel rotation)
@@ -38,6 +54,13 @@ struct Capabilities {
   bool graph_capturable = false;
   bool deterministic = true;   ///< same bits run to run
   bool bitwise = false;        ///< promises bits == recipe emulator
+  /// Declares that subnormal outputs (|x| < FLT_MIN) are flushed to zero: the subnormal check
+  /// then judges against references flushed the same way and reports the declaration.
+  bool ftz = false;
+  /// Every input/output tensor's non-innermost strides and start offset must be a multiple of
+  /// this many elements (hardware that needs e.g. 16-byte rows: 8 bf16 elements); 1 = any.
+  std::int64_t row_align = 1;
+  bool causal_cross = true;    ///< causal masks with seqlen_q != seqlen_kv
   /// A mutant (a kernel with a bug planted on purpose, kernels/*/mutants): it joins a gate, bench
   /// or synth run only when the kernel selection names mutants alone (`--kernel 'mutant.*'`,
   /// Registry::selects_planted_bugs), never through a profile's globs.
@@ -76,7 +99,8 @@ class Kernel {
   /// Ok, or the reason this problem/recipe is refused. The default checks recipes() and
   /// capabilities(); override to add kernel-specific limits (call the default first).
   [[nodiscard]] virtual Status supports(const Problem& p, const Recipe& r) const;
-  /// Runs one forward pass. Throws attest::Error on a refused problem (callers ask supports()).
+  /// Runs one forward pass. Throws attest::Error on a refused problem (callers ask supports()),
+  /// KernelRefused when it refuses an admitted problem at call time, KernelFault when it faulted.
   virtual void run(const Args& args) = 0;
   /// The device side (device_entry.hpp): one pass enqueued on device buffers, for the device
   /// checks (graph_*, device_*) and `attest bench`'s device timing; nullptr for a host kernel.
@@ -88,6 +112,13 @@ class Kernel {
 /// capabilities(). Kernel::supports' default; the gate fails a kernel whose supports() refuses
 /// a case this admits (coverage, docs/gate.md): a limit must be declared, not found by refusal.
 Status declared_support(const Kernel& k, const Problem& p, const Recipe& r);
+/// What a kernel declares beyond the defaults, one short item each ("ftz", "row_align=8",
+/// "causal_cross=false", "masks=none,causal_tl", "bitwise", ...): the reports print them beside
+/// the verdicts they explain.
+std::vector<std::string> declared_properties(const Capabilities& c);
+/// Whether one call's tensors keep Capabilities::row_align (every non-innermost stride and start
+/// offset a multiple of it): Ok, or the reason naming the first tensor that does not.
+Status aligned_rows(const Capabilities& c, const Args& a);
 
 /// The one registry.
 class Registry {

@@ -88,6 +88,19 @@ enum attest_plugin_memory { ATTEST_PLUGIN_MEMORY_HOST = 0, ATTEST_PLUGIN_MEMORY_
                                                         without it attest serialises the plugin's calls */
 #define ATTEST_PLUGIN_CAP_ALL ((1u << 9) - 1u)
 
+/* attest_plugin_kernel.declares: legitimate properties the kernel declares (attest reports them
+ * beside the verdicts they explain). */
+#define ATTEST_PLUGIN_DECLARE_FTZ (1u << 0)             /* subnormal outputs are flushed to zero */
+#define ATTEST_PLUGIN_DECLARE_NO_CAUSAL_CROSS (1u << 1) /* causal masks only with seqlen_q == seqlen_kv */
+#define ATTEST_PLUGIN_DECLARE_ALL ((1u << 2) - 1u)
+
+/* Return codes of attest_plugin_run_fn besides 0 (success). */
+#define ATTEST_PLUGIN_RUN_REFUSED 3 /* refuses this admitted problem at call time; message = the reason
+                                       (e.g. "No available kernel"): one failed refusal row, the case's
+                                       other checks UNSUPPORTED */
+#define ATTEST_PLUGIN_RUN_FAULT 4   /* the kernel faulted (sticky device error, out of memory, hang);
+                                       message = the error text: the case's verdict is fault */
+
 /* A strided tensor view. data points at element (0, ..., 0); strides are in elements. */
 typedef struct attest_plugin_tensor {
   uint32_t struct_size;
@@ -141,7 +154,8 @@ typedef struct attest_plugin_run_args {
 } attest_plugin_run_args;
 
 /* Returns 0 on success. On failure returns non-zero and writes a one-line, NUL-terminated
- * message of at most message_size bytes (attest reports it as the case's error verdict). */
+ * message of at most message_size bytes: ATTEST_PLUGIN_RUN_REFUSED (a refusal at call time),
+ * ATTEST_PLUGIN_RUN_FAULT (a fault), any other code is the case's error verdict. */
 typedef int (*attest_plugin_run_fn)(void* context, const attest_plugin_run_args* args, char* message,
                                     size_t message_size);
 /* Optional kernel-specific limits beyond the declared capabilities (attest checks those first).
@@ -169,7 +183,15 @@ typedef struct attest_plugin_kernel {
   attest_plugin_supports_fn supports; /* optional (NULL) */
   attest_plugin_run_fn run;           /* required */
   void* context;                      /* passed back to supports and run */
+  /* Appended in ABI version 1 (read only when struct_size covers them; absent = 0). */
+  uint32_t declares;  /* ATTEST_PLUGIN_DECLARE_* */
+  uint32_t row_align; /* every non-innermost stride and start offset of q, k, v and out (in
+                         elements) must be a multiple of this; 0 or 1 = any */
 } attest_plugin_kernel;
+
+/* The size of attest_plugin_kernel before `declares` was appended: the smallest struct_size the
+ * loader accepts. */
+#define ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE offsetof(attest_plugin_kernel, declares)
 
 typedef struct attest_plugin_info {
   uint32_t struct_size;

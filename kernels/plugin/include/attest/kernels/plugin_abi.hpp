@@ -38,9 +38,19 @@ struct ProblemC {
   ProblemC& operator=(const ProblemC&) = delete;
 };
 
-/// The Capabilities a description declares through its bit sets and flags.
+/// The Capabilities a description declares through its bit sets, flags, declarations
+/// (ATTEST_PLUGIN_DECLARE_*) and row alignment (0 or 1 = any).
 Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t masks, std::uint32_t layouts,
-                          std::uint32_t flags);
+                          std::uint32_t flags, std::uint32_t declares = 0, std::uint32_t row_align = 0);
+
+/// A kernel description copied into a full-size struct: the fields its struct_size covers, the
+/// rest zero (a plugin built before a field was appended). struct_size must be at least
+/// ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE (the caller checks).
+attest_plugin_kernel copy_kernel(const attest_plugin_kernel& k);
+
+/// Throws what a non-zero run() code means: ATTEST_PLUGIN_RUN_REFUSED -> KernelRefused(message),
+/// ATTEST_PLUGIN_RUN_FAULT -> KernelFault(message), else attest::Error(`failure` + message).
+[[noreturn]] void throw_run_failure(int rc, const std::string& message, const std::string& failure);
 
 /// What the description adds to Kernel::supports (ask that first): its dtype bits (0 = any)
 /// and its supports callback (nullptr = none), whose reason becomes the refusal's.
