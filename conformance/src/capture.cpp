@@ -407,6 +407,7 @@ int severity(Verdict v) {
     case Verdict::failed: return 4;
     case Verdict::error: return 5;
     case Verdict::fault: return 6;
+    case Verdict::accepted: return 1;
   }
   return 5;
 }

@@ -7,8 +7,8 @@
 
 namespace attest::conformance {
 namespace {
-constexpr std::array<std::string_view, 7> kNames{"passed", "failed", "error", "unsupported", "invalid", "mistrusted",
-                                                  "fault"};
+constexpr std::array<std::string_view, 8> kNames{"passed", "failed", "error", "unsupported", "invalid", "mistrusted",
+                                                  "fault", "accepted"};
 }
 
 std::string_view verdict_name(Verdict v) { return kNames[static_cast<std::size_t>(v)]; }
@@ -16,7 +16,7 @@ std::string_view verdict_name(Verdict v) { return kNames[static_cast<std::size_t
 Verdict parse_verdict(std::string_view s) {
   for (std::size_t i = 0; i < kNames.size(); ++i)
     if (kNames[i] == s) return static_cast<Verdict>(i);
-  throw Error("verdict '" + std::string(s) + "' unknown (valid: passed, failed, error, unsupported, invalid, mistrusted, fault)");
+  throw Error("verdict '" + std::string(s) + "' unknown (valid: passed, failed, error, unsupported, invalid, mistrusted, fault, accepted)");
 }
 
 nlohmann::json json_number(double v) {

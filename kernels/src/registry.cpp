@@ -52,6 +52,7 @@ std::vector<std::string> declared_properties(const Capabilities& c) {
     return s;
   };
   if (c.ftz) v.emplace_back("ftz");
+  for (const auto& [check, why] : c.accepted) v.push_back("accepts " + check + " (" + why + ")");
   if (c.row_align > 1) v.push_back("row_align=" + std::to_string(c.row_align));
   if (!c.causal_cross) v.emplace_back("causal_cross=false");
   if (c.bitwise) v.emplace_back("bitwise");

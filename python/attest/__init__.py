@@ -46,7 +46,7 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
           head_dim_v: bool, lse: Optional[bool], deterministic: bool, mutates_inputs: bool,
           configs: Optional[Sequence[str]], supports: Optional[Callable], kwargs: Optional[dict],
           ftz: bool = False, min_alignment: int = 0, causal_cross: bool = True, isolate: bool = True,
-          call_timeout: float = 600.0) -> B.Spec:
+          call_timeout: float = 600.0, accept: Optional[dict] = None) -> B.Spec:
     if contract not in ("accuracy", "bitwise"):
         raise AttestError(f"contract '{contract}' is not 'accuracy' or 'bitwise'")
     if layout not in ("bhsd", "bshd"):
@@ -73,6 +73,10 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
     if min_alignment < 0 or (min_alignment & (min_alignment - 1)) != 0:
         raise AttestError(f"min_alignment {min_alignment} is not 0 or a power of two (bytes)")
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
+    accept = dict(hints.get("accept", accept) or {})
+    for c, why in accept.items():
+        if not re.fullmatch(r"[a-z_][a-z0-9_.]*", str(c)) or not str(why).strip() or "\n" in str(why):
+            raise AttestError(f"accept: '{c}' needs a check name and a one-line reason (why the failure is accepted)")
     if call_timeout is None or not call_timeout > 0:
         raise AttestError(f"call_timeout {call_timeout} is not a positive number of seconds")
     return B.Spec(fn=fn, name=_sanitize(name or getattr(fn, "__name__", "fn")), recipe=recipe, device=str(device),
@@ -83,7 +87,7 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
                   mutates_inputs=mutates_inputs, configs=tuple(configs), supports=supports or hints.get("supports"),
                   kwargs=dict(kwargs or {}), ftz=bool(hints.get("ftz", ftz)),
                   row_align=max(1, -(-min_alignment // itemsize)), causal_cross=bool(hints.get("causal_cross", causal_cross)),
-                  isolate=bool(hints.get("isolate", isolate)), call_timeout=float(call_timeout))
+                  isolate=bool(hints.get("isolate", isolate)), call_timeout=float(call_timeout), accept=accept)
 
 
 def _bind(spec: B.Spec) -> B.Bound:
@@ -100,7 +104,7 @@ def _declare(fn, recipe, contract, name, device, dtype, layout, causal, masks, h
 
 def _more(declared: dict) -> dict:
     """The declarations added after the positional ones of _spec (ftz, min_alignment, ...)."""
-    return {k: declared.pop(k) for k in ("ftz", "min_alignment", "causal_cross", "isolate", "call_timeout")
+    return {k: declared.pop(k) for k in ("ftz", "min_alignment", "causal_cross", "isolate", "call_timeout", "accept")
             if k in declared}
 
 
@@ -185,7 +189,7 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
          head_dim_v: bool = True, lse: Optional[bool] = None, deterministic: bool = True, mutates_inputs: bool = False,
          configs: Optional[Sequence[str]] = None, supports: Optional[Callable] = None, kwargs: Optional[dict] = None,
          ftz: bool = False, min_alignment: int = 0, causal_cross: bool = True, isolate: bool = True,
-         call_timeout: float = 600.0, reruns: int = 5, jobs: int = 1, tolerances: Optional[str] = None,
+         call_timeout: float = 600.0, accept: Optional[dict] = None, reruns: int = 5, jobs: int = 1, tolerances: Optional[str] = None,
          cases_text: Optional[str] = None, out: Optional[os.PathLike] = None) -> GateResult:
     """Runs attest's gate on `fn(q, k, v, *, causal, scale, **kwargs) -> out | (out, lse)`.
 
@@ -211,6 +215,8 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
                 16-byte vectors): layout and canary variants keep rows aligned to it; unaligned
                 problems are outside the declaration (UNSUPPORTED), never run
     causal_cross   False: the kernel refuses causal masks when seqlen_q != seqlen_kv
+    accept      {check: why}: a known defect of the kernel, written up, accepted knowingly: that
+                check's failures become `accepted` rows (shown with the reason; the gate passes)
     isolate     True (default): every call runs in a worker process, so a fault (sticky CUDA
                 error, segfault, abort, out of memory, a hang past call_timeout seconds) is one
                 `fault` verdict and the gate goes on in a fresh worker (python/attest/_worker.py)
@@ -222,7 +228,7 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     bound = _declare(fn, recipe, contract, name, device, dtype, layout, causal, masks, head_dims, gqa, cross,
                      head_dim_v, lse, deterministic, mutates_inputs, configs, supports, kwargs, ftz=ftz,
                      min_alignment=min_alignment, causal_cross=causal_cross, isolate=isolate,
-                     call_timeout=call_timeout)
+                     call_timeout=call_timeout, accept=accept)
     req: dict[str, Any] = {"kernel": bound.kernel, "profile": profile, "reruns": reruns, "jobs": jobs}
     if cases_text is not None:
         req["cases_text"] = cases_text

@@ -116,6 +116,7 @@ class Spec:
     ftz: bool = False            # flushes subnormal outputs to zero
     row_align: int = 1           # elements: rows (every stride but the innermost) a multiple of it
     causal_cross: bool = True    # causal masks with seqlen_q != seqlen_kv
+    accept: dict = field(default_factory=dict)  # check -> why: known failures accepted knowingly
     isolate: bool = True         # calls run in a worker process (python/attest/_worker.py)
     call_timeout: float = 600.0  # seconds: a call that takes longer is a hang (fault)
     stats: dict = field(default_factory=lambda: {"calls": 0, "fn_seconds": 0.0, "bridge_seconds": 0.0})
@@ -123,7 +124,7 @@ class Spec:
 
 
 # Messages by which frameworks refuse a problem at call time (a refusal, not an error).
-REFUSAL_MARKERS = ("No available kernel",)
+REFUSAL_MARKERS = ("No available kernel", "No viable backend")
 
 
 def _flags(s: Spec) -> int:
@@ -168,6 +169,9 @@ class Bound:
         d.flags = _flags(spec)
         d.declares = (N.DECLARE_FTZ if spec.ftz else 0) | (0 if spec.causal_cross else N.DECLARE_NO_CAUSAL_CROSS)
         d.row_align = max(1, int(spec.row_align))
+        accepts = "\n".join(f"{c}={why}" for c, why in spec.accept.items()).encode()
+        self._keep.append(accepts)
+        d.accepts = accepts
         d.run = self._run
         if spec.supports is not None:
             self._supports = N.SUPPORTS_FN(self._supports_cb)

@@ -122,6 +122,7 @@ class KernelDesc(ctypes.Structure):
         # appended to ABI version 1 (read by attest when struct_size covers them)
         ("declares", ctypes.c_uint32),   # DECLARE_* bits
         ("row_align", ctypes.c_uint32),  # elements: strides and offsets a multiple of it; 0/1 = any
+        ("accepts", ctypes.c_char_p),    # "check=why" lines: failures of these checks accepted knowingly
     ]
 
 

@@ -44,6 +44,7 @@ struct Desc {
   std::vector<std::string> recipes, configs;
   std::vector<std::int64_t> head_dims;
   std::uint32_t masks = 0, layouts = 0, dtypes = 0, flags = 0, declares = 0, row_align = 0;
+  std::string accepts;  // "check=why" lines (copied: the caller's string need not outlive the call)
   attest_plugin_run_fn run = nullptr;
   attest_plugin_supports_fn supports = nullptr;
   void* context = nullptr;
@@ -87,6 +88,8 @@ std::shared_ptr<const Desc> make_desc(const std::string& full, const attest_plug
   d->flags = k.flags;
   d->declares = k.declares;
   d->row_align = k.row_align;
+  d->accepts = k.accepts != nullptr ? k.accepts : "";
+  (void)kernels::plugin_abi::capabilities({}, 1, 1, 0, 0, 0, d->accepts.c_str());  // malformed lines: an input error now
   d->run = k.run;
   d->supports = k.supports;
   d->context = k.context;
@@ -112,7 +115,8 @@ class CallbackKernel final : public Kernel {
   std::vector<std::string> configs() const override { return desc()->configs; }
   kernels::Capabilities capabilities() const override {
     const auto d = desc();
-    return kernels::plugin_abi::capabilities(d->head_dims, d->masks, d->layouts, d->flags, d->declares, d->row_align);
+    return kernels::plugin_abi::capabilities(d->head_dims, d->masks, d->layouts, d->flags, d->declares, d->row_align,
+                                             d->accepts.c_str());
   }
 
   Status supports(const Problem& p, const Recipe& r) const override {

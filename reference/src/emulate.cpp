@@ -282,6 +282,7 @@ struct Plan {
   bool p_round = false;  // P is rounded to p_fmt (element cast)
   Format out_fmt = Format::bf16;
   bool out_round = false;
+  bool out_sat = false;  ///< FP8/FP4 out formats saturate
   float off = 0;
   float c = 1;  // logit factor to log2 units
   float (*exp2)(float) = nullptr;
@@ -489,7 +490,11 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
     else if (rr.vscale == VScaleAt::rcp) o = a * (rcp * vs[d]);
     else o = (a * rcp) * vs[d];
     out_unrounded[d * out_stride] = o;
-    out[d * out_stride] = pl.out_round ? round_to(pl.out_fmt, o) : o;
+    // FP8/FP4 outputs saturate as the kernels' cvt.rn.satfinite does (and as P's cast does); wider
+    // formats round IEEE-style (overflow to inf).
+    out[d * out_stride] = !pl.out_round ? o
+                          : pl.out_sat  ? round_to(pl.out_fmt, o, Rounding::rne, Overflow::sat_cuda)
+                                        : round_to(pl.out_fmt, o);
   }
   lse = static_cast<float>((static_cast<double>(m) + log2_portable(static_cast<double>(l))) * kLn2);
   if (!u.k.mean.empty() && !pl.smoothed_lse) {
@@ -563,6 +568,7 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
     require(r.tile_kv % pl.pv_block == 0, "tile_kv " + std::to_string(r.tile_kv) +
                                               " must be a multiple of the P.V block " + std::to_string(pl.pv_block));
   pl.out_round = elem_format(r.out, pl.out_fmt);
+  pl.out_sat = pl.out_round && pl.out_fmt != Format::bf16 && pl.out_fmt != Format::fp16;
   require(opt.tile_kv_divisor >= 1, "tile_kv_divisor must be >= 1");
   if (const int t = r.tile_kv / opt.tile_kv_divisor;
       opt.tile_kv_divisor > 1 && t >= 1 && (!(pl.p_mx || kv == Kind::mx) || t % pl.pv_block == 0))

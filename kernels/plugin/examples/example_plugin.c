@@ -154,7 +154,7 @@ static const char* const kRecipes[] = {"f32"};
 #define EXAMPLE_KERNEL(NAME, CONTEXT)                                                                           \
   {                                                                                                            \
     sizeof(attest_plugin_kernel), ATTEST_PLUGIN_MEMORY_HOST, NAME, "cpu", kRecipes, 1, 0, NULL, NULL, 0,        \
-        EXAMPLE_MASKS, EXAMPLE_LAYOUTS, 0, EXAMPLE_FLAGS, 0, supports, run, CONTEXT, 0, 0                        \
+        EXAMPLE_MASKS, EXAMPLE_LAYOUTS, 0, EXAMPLE_FLAGS, 0, supports, run, CONTEXT, 0, 0, NULL                  \
   }
 
 #if ATTEST_EXAMPLE_FAULTY

@@ -50,7 +50,7 @@ ProblemC::ProblemC(const Problem& p) : text(to_string(p)) {
 }
 
 Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t masks, std::uint32_t layouts,
-                          std::uint32_t flags, std::uint32_t declares, std::uint32_t row_align) {
+                          std::uint32_t flags, std::uint32_t declares, std::uint32_t row_align, const char* accepts) {
   Capabilities c;
   c.head_dims.assign(head_dims.begin(), head_dims.end());
   c.masks.clear();
@@ -71,6 +71,18 @@ Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t
   c.ftz = (declares & ATTEST_PLUGIN_DECLARE_FTZ) != 0;
   c.causal_cross = (declares & ATTEST_PLUGIN_DECLARE_NO_CAUSAL_CROSS) == 0;
   c.row_align = row_align > 1 ? row_align : 1;
+  if (accepts != nullptr) {  // "check=why" lines
+    std::string_view s(accepts);
+    while (!s.empty()) {
+      const auto nl = s.find('\n');
+      const std::string_view line = s.substr(0, nl);
+      s = nl == std::string_view::npos ? std::string_view{} : s.substr(nl + 1);
+      const auto eq = line.find('=');
+      if (eq == std::string_view::npos || eq == 0 || eq + 1 == line.size())
+        throw Error("accepts line '" + std::string(line) + "' is not check=why");
+      c.accepted.emplace_back(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
+    }
+  }
   return c;
 }
 

@@ -74,7 +74,7 @@ class PluginKernel final : public Kernel {
   std::vector<std::string> configs() const override { return configs_; }
   Capabilities capabilities() const override {
     return plugin_abi::capabilities({k_.head_dims, k_.n_head_dims}, k_.masks, k_.layouts, k_.flags, k_.declares,
-                                    k_.row_align);
+                                    k_.row_align, k_.accepts);
   }
 
   Status supports(const Problem& p, const Recipe& r) const override {

@@ -105,7 +105,7 @@ static const char* const kRecipes[] = {"f32"};
 
 static const attest_plugin_kernel kKernel = {KERNEL_SIZE, ATTEST_PLUGIN_MEMORY_HOST, "k", "cpu", kRecipes, N_RECIPES, 0, NULL,
                                              NULL, 0, MASKS, LAYOUTS, 0, FLAGS,
-                                             0, SUPPORTS, run, NULL, DECLARES, ROW_ALIGN};
+                                             0, SUPPORTS, run, NULL, DECLARES, ROW_ALIGN, NULL};
 #if BAD == BAD_dup_kernel
 static const attest_plugin_kernel* const kKernels[] = {&kKernel, &kKernel};
 #else

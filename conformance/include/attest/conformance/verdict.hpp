@@ -16,12 +16,14 @@ namespace attest::conformance {
 /// fault: the kernel faulted (kernels::KernelFault: a sticky device error, a crashed worker, a
 /// hang past a timeout, out of memory); the case's context cannot be trusted afterwards, the gate
 /// fails and goes on with the other cases. Appended last: journal records keep their names.
-enum class Verdict : std::uint8_t { passed, failed, error, unsupported, invalid, mistrusted, fault };
+/// accepted: a failure of a check the kernel's declarations accept knowingly (a written-up
+/// defect, Capabilities::accepted); it lets the gate pass and is reported with its reason.
+enum class Verdict : std::uint8_t { passed, failed, error, unsupported, invalid, mistrusted, fault, accepted };
 
 std::string_view verdict_name(Verdict v);  ///< "passed", "failed", ...
 Verdict parse_verdict(std::string_view s);  ///< throws attest::Error listing valid names
 /// Only passed and unsupported let a gate pass.
-inline bool verdict_ok(Verdict v) { return v == Verdict::passed || v == Verdict::unsupported; }
+inline bool verdict_ok(Verdict v) { return v == Verdict::passed || v == Verdict::unsupported || v == Verdict::accepted; }
 
 /// What one check concluded about one case.
 struct Outcome {

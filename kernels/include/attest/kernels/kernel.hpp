@@ -61,6 +61,9 @@ struct Capabilities {
   /// this many elements (hardware that needs e.g. 16-byte rows: 8 bf16 elements); 1 = any.
   std::int64_t row_align = 1;
   bool causal_cross = true;    ///< causal masks with seqlen_q != seqlen_kv
+  /// check -> why: failures of that check are a known, written-up defect the user accepts
+  /// knowingly; the gate reports them as `accepted` (with the reason), never as passed.
+  std::vector<std::pair<std::string, std::string>> accepted;
   /// A mutant (a kernel with a bug planted on purpose, kernels/*/mutants): it joins a gate, bench
   /// or synth run only when the kernel selection names mutants alone (`--kernel 'mutant.*'`,
   /// Registry::selects_planted_bugs), never through a profile's globs.

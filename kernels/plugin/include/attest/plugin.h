@@ -187,6 +187,9 @@ typedef struct attest_plugin_kernel {
   uint32_t declares;  /* ATTEST_PLUGIN_DECLARE_* */
   uint32_t row_align; /* every non-innermost stride and start offset of q, k, v and out (in
                          elements) must be a multiple of this; 0 or 1 = any */
+  /* Known defects accepted knowingly: "check=why" lines ('\n'-separated), or NULL. A failure of
+   * that check becomes the verdict `accepted`, shown with the reason (docs/gate.md). */
+  const char* accepts;
 } attest_plugin_kernel;
 
 /* The size of attest_plugin_kernel before `declares` was appended: the smallest struct_size the

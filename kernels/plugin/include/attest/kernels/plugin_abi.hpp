@@ -41,7 +41,8 @@ struct ProblemC {
 /// The Capabilities a description declares through its bit sets, flags, declarations
 /// (ATTEST_PLUGIN_DECLARE_*) and row alignment (0 or 1 = any).
 Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t masks, std::uint32_t layouts,
-                          std::uint32_t flags, std::uint32_t declares = 0, std::uint32_t row_align = 0);
+                          std::uint32_t flags, std::uint32_t declares = 0, std::uint32_t row_align = 0,
+                          const char* accepts = nullptr);
 
 /// A kernel description copied into a full-size struct: the fields its struct_size covers, the
 /// rest zero (a plugin built before a field was appended). struct_size must be at least
