@@ -1,9 +1,17 @@
 // `attest gate` and `attest qualify`: run a profile's case set through every check and report.
+// With --isolate this process is a supervisor that runs no kernel: it runs the gate in worker
+// processes (itself, exec'd) and turns a worker's death into the fault row of the check it was in.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -26,6 +34,9 @@ struct GateArgs {
   std::vector<std::string> plugins;
   int jobs = static_cast<int>(std::max(1u, std::thread::hardware_concurrency())), reruns = 5;
   bool resume = false, quiet = false;
+  bool isolate = false;       // supervise worker processes (docs/gate.md, "Fault containment")
+  double case_timeout = 0;    // with --isolate: seconds without journal progress before a worker is killed
+  int isolate_worker = 0;     // hidden: > 0 in a worker process started by the supervisor
 };
 
 void add_common(CLI::App* c, GateArgs& a) {
@@ -43,6 +54,208 @@ void add_common(CLI::App* c, GateArgs& a) {
   c->add_flag("--quiet", a.quiet, "No progress output");
   c->add_option("--plugin", a.plugins, "Load a kernel plugin (shared library, docs/plugin.md); its kernels join the profile. Repeatable")
       ->allow_extra_args(false);
+  c->add_flag("--isolate", a.isolate,
+              "Run the kernels in worker processes, one case at a time: a worker that dies (segfault, abort) or hangs "
+              "past --case-timeout gives a fault row for the check it was in, and the gate goes on in a fresh worker");
+  c->add_option("--case-timeout", a.case_timeout,
+                "With --isolate: seconds a check may run without finishing before its worker is killed (a hang: fault row)")
+      ->check(CLI::PositiveNumber);
+  c->add_option("--isolate-worker", a.isolate_worker)->group("");  // set by the supervisor on its workers
+}
+
+// --- fault containment (--isolate) ---
+
+constexpr int kWorkerRestart = 75;  // a worker's exit code: it wrote a fault row, the next case needs a fresh process
+constexpr int kMaxWorkers = 65;     // 64 restarts
+
+std::string signal_name(int sig) {
+  static const std::pair<int, const char*> names[] = {
+      {SIGSEGV, "SIGSEGV"}, {SIGABRT, "SIGABRT"}, {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGILL, "SIGILL"},
+      {SIGKILL, "SIGKILL"}, {SIGTRAP, "SIGTRAP"}, {SIGSYS, "SIGSYS"},   {SIGPIPE, "SIGPIPE"}, {SIGTERM, "SIGTERM"},
+      {SIGINT, "SIGINT"},   {SIGHUP, "SIGHUP"},   {SIGQUIT, "SIGQUIT"}, {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}};
+  for (const auto& [n, name] : names)
+    if (n == sig) return name;
+  return "signal " + std::to_string(sig);
+}
+
+double unix_now() { return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count(); }
+
+// The worker's command line: the same gate, one case at a time, resuming after the first worker.
+std::vector<std::string> worker_argv(const GateArgs& a, const std::string& cases, const std::string& profile, bool qualify,
+                                     int index, bool resume) {
+  std::error_code ec;
+  const auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) throw Error("gate --isolate: cannot find this program (/proc/self/exe): " + ec.message());
+  std::vector<std::string> v = {exe.string(), qualify ? "qualify" : "gate"};
+  auto opt = [&](const char* name, const std::string& value) {
+    if (!value.empty()) v.push_back(std::string(name) + "=" + value);
+  };
+  opt("--profile", profile);
+  opt("--cases", cases);
+  opt("--out", a.out);
+  opt("--kernel", a.kernel);
+  opt("--recipe", a.recipe);
+  opt("--check", a.check);
+  opt("--shard", a.shard);
+  opt("--junit", a.junit);
+  opt("--json", a.json);
+  opt("--markdown", a.markdown);
+  opt("--tolerances", a.tolerances);
+  for (const auto& p : a.plugins) opt("--plugin", p);
+  opt("--jobs", "1");
+  opt("--reruns", std::to_string(a.reruns));
+  opt("--isolate-worker", std::to_string(index));
+  if (a.quiet) v.push_back("--quiet");
+  if (resume) v.push_back("--resume");
+  return v;
+}
+
+// The in-flight markers ({"inflight": <row>, "t": ...}) from `offset` on with no result after them.
+std::vector<nlohmann::json> dangling_markers(const std::filesystem::path& journal, std::uintmax_t offset) {
+  std::ifstream in(journal);
+  in.seekg(static_cast<std::streamoff>(offset));
+  std::vector<nlohmann::json> open;
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const std::exception&) {
+      continue;  // cut short by the death
+    }
+    if (!j.is_object()) continue;
+    if (j.contains("inflight")) {
+      open.push_back(j);
+    } else if (j.contains("case")) {
+      std::erase_if(open, [&](const nlohmann::json& m) { return m["inflight"].value("case", "") == j.value("case", "?"); });
+    }
+  }
+  return open;
+}
+
+void append_lines(const std::filesystem::path& journal, const std::string& lines) {
+  std::FILE* f = std::fopen(journal.c_str(), "a");
+  if (!f) throw Error("gate --isolate: journal '" + journal.string() + "' cannot be opened for writing");
+  std::fputs(lines.c_str(), f);
+  std::fclose(f);
+}
+
+// A dead worker may have left half a line: the next line must start on its own.
+void end_last_line(const std::filesystem::path& journal) {
+  std::ifstream in(journal, std::ios::binary | std::ios::ate);
+  if (!in || in.tellg() <= 0) return;
+  in.seekg(-1, std::ios::end);
+  if (in.get() != '\n') append_lines(journal, "\n");
+}
+
+// --isolate: run the gate in worker processes until one finishes; a worker that dies or hangs
+// inside a check gets that check's fault row, and a fresh worker resumes from the journal. The
+// last worker writes the reports (meta.workers from the journal's worker lines); its exit code is
+// the gate's.
+int supervise(const GateArgs& a, const std::string& cases, const std::string& profile, bool qualify) {
+  namespace fs = std::filesystem;
+  const fs::path journal = fs::path(a.out) / "results.jsonl";
+  bool resume = a.resume;
+  for (int n = 1;; ++n) {
+    if (n > kMaxWorkers) {
+      std::fprintf(stderr,
+                   "gate --isolate: error: %d worker processes ended inside a check; giving up (their fault rows are in %s; "
+                   "`--isolate --resume` goes on from there)\n",
+                   kMaxWorkers, journal.c_str());
+      return 1;
+    }
+    std::error_code ec;
+    std::uintmax_t offset = 0;
+    if (resume) {
+      end_last_line(journal);
+      offset = fs::exists(journal, ec) ? fs::file_size(journal, ec) : 0;
+      if (ec) offset = 0;
+    }
+    const auto args = worker_argv(a, cases, profile, qualify, n, resume);
+    std::vector<char*> argv;
+    for (const auto& s : args) argv.push_back(const_cast<char*>(s.c_str()));
+    argv.push_back(nullptr);
+    std::fflush(nullptr);
+    const pid_t parent = ::getpid();
+    const pid_t pid = ::fork();
+    if (pid < 0) throw Error(std::string("gate --isolate: fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // no orphaned worker when the supervisor is killed
+      if (::getppid() != parent) ::_exit(127);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    // Wait; with --case-timeout, kill the worker when the journal has not grown for that long
+    // (a marker line opens every check and a result line closes it).
+    int st = 0;
+    bool killed = false;
+    std::uintmax_t size = offset;
+    auto progress = std::chrono::steady_clock::now();
+    for (;;) {
+      const pid_t r = ::waitpid(pid, &st, WNOHANG);
+      if (r == pid) break;
+      if (r < 0 && errno != EINTR) throw Error(std::string("gate --isolate: waitpid: ") + std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      if (a.case_timeout <= 0 || killed) continue;
+      const auto now = std::chrono::steady_clock::now();
+      const auto s = fs::exists(journal, ec) ? fs::file_size(journal, ec) : 0;
+      if (s != size) {
+        size = s;
+        progress = now;
+      } else if (std::chrono::duration<double>(now - progress).count() > a.case_timeout) {
+        ::kill(pid, SIGKILL);
+        killed = true;
+      }
+    }
+    std::string ended, cause;
+    if (killed) {
+      ended = fmt::format("killed: no progress within {:g} s (hang)", a.case_timeout);
+      cause = fmt::format("no progress within {:g} s (hang): worker process {} (pid {}) killed", a.case_timeout, n, pid);
+    } else if (WIFSIGNALED(st)) {
+      const int sig = WTERMSIG(st);
+      if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP) {  // stopped from outside, not by its kernel
+        std::fprintf(stderr, "gate --isolate: worker process %d (pid %d) was stopped by %s; stopping\n", n, pid,
+                     signal_name(sig).c_str());
+        return 128 + sig;
+      }
+      ended = "died (" + signal_name(sig) + ")";
+      cause = fmt::format("worker process {} (pid {}) died ({}: {}) during this check", n, pid, signal_name(sig), strsignal(sig));
+    } else {
+      const int code = WEXITSTATUS(st);
+      if (dangling_markers(journal, offset).empty()) {
+        if (code != kWorkerRestart) return code;  // finished: its reports are the gate's (or an input error)
+        append_lines(journal, nlohmann::json{{"worker_end", {{"pid", pid}, {"ended", "exited after a fault row (a fresh "
+                                                                                       "process for the next case)"}}}}
+                                      .dump() +
+                                  "\n");
+        resume = true;
+        continue;
+      }
+      ended = fmt::format("exited with code {} during a check", code);
+      cause = fmt::format("worker process {} (pid {}) exited with code {} during this check", n, pid, code);
+    }
+    const auto open = dangling_markers(journal, offset);
+    if (open.empty()) {
+      std::fprintf(stderr,
+                   "gate --isolate: error: worker process %d (pid %d) %s outside any check (loading, expanding the cases or "
+                   "writing the reports); giving up\n",
+                   n, pid, ended.c_str());
+      return 1;
+    }
+    end_last_line(journal);
+    std::string lines;
+    for (const auto& m : open) {
+      cf::Result r = cf::result_from_json(m["inflight"]);
+      r.outcome = {cf::Verdict::fault, fmt::format("kernel {} faulted on {}: {}", r.kernel, r.problem, cause),
+                   {{"worker", n}, {"pid", pid}, {"ended", ended}}};
+      r.seconds = std::max(0.0, unix_now() - m.value("t", unix_now()));
+      lines += cf::to_json(r).dump() + "\n";
+      std::fprintf(stderr, "gate --isolate: worker process %d (pid %d) %s in %s; fault row written, going on in a fresh worker\n",
+                   n, pid, ended.c_str(), r.descriptor.c_str());
+    }
+    lines += nlohmann::json{{"worker_end", {{"pid", pid}, {"ended", ended}}}}.dump() + "\n";
+    append_lines(journal, lines);
+    resume = true;
+  }
 }
 
 // Progress: a redrawn bar on a terminal, plain lines otherwise (each non-passed case, and a
@@ -83,6 +296,9 @@ class Progress {
 };
 
 int run(const GateArgs& a, const std::string& cases, const std::string& profile, bool qualify) {
+  if (a.case_timeout > 0 && !a.isolate && a.isolate_worker == 0)
+    throw Error("--case-timeout needs --isolate (a hang can only be stopped in a worker process)");
+  if (a.isolate && a.isolate_worker == 0) return supervise(a, cases, profile, qualify);
   std::unique_ptr<cf::ToleranceTable> tol;
   if (!a.tolerances.empty()) tol = std::make_unique<cf::ToleranceTable>(cf::ToleranceTable::load(a.tolerances));
   cf::GateOptions o;
@@ -98,12 +314,14 @@ int run(const GateArgs& a, const std::string& cases, const std::string& profile,
   o.jobs = a.jobs;
   o.resume = a.resume;
   o.tolerances = tol.get();
+  o.isolate_worker = a.isolate_worker;
   o.check.determinism_runs = a.reruns;
   const std::filesystem::path out = a.out;
   o.journal = out / "results.jsonl";
   Progress progress(a.quiet, run_flags);
   o.on_result = [&](const cf::Result& r, std::size_t d, std::size_t t) { progress(r, d, t); };
   auto rep = cf::run_gate(o);
+  if (rep.stopped) return kWorkerRestart;  // a fault row: the supervisor goes on in a fresh worker
 
   std::string md = cf::markdown_report(rep);
   // A qualification names what it was judged by: only the built-in table and a clean build can

@@ -87,13 +87,39 @@ struct Counts {
 };
 
 constexpr Verdict kAll[] = {Verdict::passed, Verdict::failed, Verdict::unsupported, Verdict::mistrusted, Verdict::error,
-                            Verdict::invalid, Verdict::fault};
+                            Verdict::invalid, Verdict::fault, Verdict::accepted};
 
 // A kernel's declarations as recorded in the report's meta, comma-separated ("" when none).
 std::string declarations_of(const GateReport& r, const std::string& kernel) {
   std::string s;
   if (!r.meta.contains("declarations") || !r.meta["declarations"].contains(kernel)) return s;
   for (const auto& d : r.meta["declarations"][kernel]) s += (s.empty() ? "" : ", ") + d.get<std::string>();
+  return s;
+}
+
+// A row for case c with its descriptor fields filled as run_check fills them, and no outcome yet.
+Result stub_result(const Case& c) {
+  Result r;
+  r.descriptor = to_string(c);
+  r.kernel = c.kernel;
+  r.recipe = recipe_label(c.recipe);
+  r.problem = to_string(c.problem);
+  r.dist = std::string(datasets::distribution_name(c.dist));
+  r.seed = c.seed;
+  r.check = c.check;
+  return r;
+}
+
+// "2 worker processes (--isolate): worker 1 (pid 41): 12 results, died (SIGABRT); ..." or "" when
+// the run was not isolated.
+std::string workers_line(const GateReport& r) {
+  if (!r.meta.contains("workers") || !r.meta["workers"].is_array()) return "";
+  const auto& ws = r.meta["workers"];
+  std::string s = fmt::format("{} worker process{} (--isolate):", ws.size(), ws.size() == 1 ? "" : "es");
+  std::size_t i = 0;
+  for (const auto& w : ws)
+    s += fmt::format("{} worker {} (pid {}): {} results, {}", i++ ? ";" : "", w.value("worker", 0), w.value("pid", 0),
+                     w.value("results", 0), w.value("ended", std::string("?")));
   return s;
 }
 
@@ -227,13 +253,33 @@ GateReport run_gate(const GateOptions& opt) {
     if (static_cast<int>(g % static_cast<std::size_t>(opt.shard.count)) == opt.shard.index) mine.push_back(std::move(groups[g]));
 
   std::unordered_map<std::string, Result> done_before;
+  // Worker processes of `gate --isolate` recorded in the journal ({"worker": ...} lines open a
+  // worker's part, the supervisor's {"worker_end": ...} says how it ended), for meta.workers.
+  nlohmann::json workers = nlohmann::json::array();
   if (!opt.journal.empty() && opt.resume) {
     std::ifstream in(opt.journal);
     std::string line;
     while (std::getline(in, line)) {
       if (line.empty()) continue;
       try {
-        auto r = result_from_json(nlohmann::json::parse(line));
+        const auto j = nlohmann::json::parse(line);
+        if (j.is_object() && j.contains("worker")) {
+          workers.push_back({{"worker", j["worker"].value("index", 0)}, {"pid", j["worker"].value("pid", 0)},
+                             {"results", 0}, {"first", ""}, {"last", ""}, {"ended", "?"}});
+          continue;
+        }
+        if (j.is_object() && j.contains("worker_end")) {
+          for (auto& w : workers)
+            if (w["pid"] == j["worker_end"].value("pid", -1)) w["ended"] = j["worker_end"].value("ended", "?");
+          continue;
+        }
+        auto r = result_from_json(j);  // an {"inflight": ...} marker is no result: skipped here
+        if (!workers.empty()) {
+          auto& w = workers.back();
+          w["results"] = w["results"].get<std::size_t>() + 1;
+          if (w["first"] == "") w["first"] = r.descriptor;
+          w["last"] = r.descriptor;
+        }
         done_before[r.descriptor] = std::move(r);
       } catch (const std::exception&) {
         // A line cut short by a crash: that case runs again.
@@ -245,6 +291,17 @@ GateReport run_gate(const GateOptions& opt) {
     if (opt.journal.has_parent_path()) std::filesystem::create_directories(opt.journal.parent_path());
     journal = std::fopen(opt.journal.c_str(), opt.resume ? "a" : "w");
     if (!journal) throw Error("journal '" + opt.journal.string() + "': cannot be opened for writing");
+  }
+  nlohmann::json self_worker;  // this process, when it is an isolated worker
+  if (opt.isolate_worker > 0) {
+    self_worker = {{"worker", opt.isolate_worker}, {"pid", static_cast<long>(::getpid())}, {"results", 0},
+                   {"first", ""}, {"last", ""}, {"ended", "finished (wrote the reports)"}};
+    if (journal) {
+      const std::string line =
+          nlohmann::json{{"worker", {{"index", opt.isolate_worker}, {"pid", static_cast<long>(::getpid())}}}}.dump() + "\n";
+      std::fputs(line.c_str(), journal);
+      std::fflush(journal);
+    }
   }
 
   std::vector<std::size_t> first_index(mine.size() + 1, 0);
@@ -261,6 +318,11 @@ GateReport run_gate(const GateOptions& opt) {
       std::fputs(line.c_str(), journal);
       std::fflush(journal);
     }
+    if (!resumed && opt.isolate_worker > 0) {
+      self_worker["results"] = self_worker["results"].get<std::size_t>() + 1;
+      if (self_worker["first"] == "") self_worker["first"] = r.descriptor;
+      self_worker["last"] = r.descriptor;
+    }
     rep.results[pos] = std::move(r);
     filled[pos] = true;
     ++done;
@@ -268,7 +330,24 @@ GateReport run_gate(const GateOptions& opt) {
     if (opt.on_result) opt.on_result(rep.results[pos], done, total);
   };
 
-  const int jobs = std::max(1, std::min<int>(opt.jobs, static_cast<int>(std::max<std::size_t>(1, mine.size()))));
+  // An isolated worker runs one case at a time: when the process dies, the one in-flight marker
+  // names the check it died in.
+  const int jobs = opt.isolate_worker > 0
+                       ? 1
+                       : std::max(1, std::min<int>(opt.jobs, static_cast<int>(std::max<std::size_t>(1, mine.size()))));
+  // Before each check of an isolated worker: the case's row as the supervisor writes it if this
+  // process dies during the check (flushed: it must be on disk before the kernel runs).
+  auto mark_inflight = [&](const Case& c) {
+    if (opt.isolate_worker <= 0 || !journal) return;
+    Result r = stub_result(c);
+    r.outcome = {Verdict::fault, "in flight", {}};
+    const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    const std::string line = nlohmann::json{{"inflight", to_json(r)}, {"t", now}}.dump() + "\n";
+    std::lock_guard<std::mutex> lock(mu);
+    std::fputs(line.c_str(), journal);
+    std::fflush(journal);
+  };
+  std::atomic<bool> stop{false};  // an isolated worker wrote a fault row of its own: the next case needs a fresh process
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::vector<std::pair<std::size_t, std::size_t>> alone;  // (group, case) of runs_alone() checks
@@ -279,8 +358,15 @@ GateReport run_gate(const GateOptions& opt) {
     const int omp_before = omp_get_max_threads();
     omp_set_num_threads(1);
     try {
-      for (std::size_t g; (g = next++) < mine.size();) {
+      for (std::size_t g; !stop && (g = next++) < mine.size();) {
         std::optional<Context> ctx;
+        // A fault row in the journal (written by an isolated worker, or by the supervisor for a
+        // process that died in this case): as Context::run_on does in one process, the case
+        // makes no further kernel call.
+        std::string faulted;
+        for (const Case& c : mine[g])
+          if (auto it = done_before.find(to_string(c)); it != done_before.end() && it->second.outcome.verdict == Verdict::fault)
+            faulted = it->second.check;
         for (std::size_t i = 0; i < mine[g].size(); ++i) {
           const Case& c = mine[g][i];
           const auto desc = to_string(c);
@@ -288,6 +374,15 @@ GateReport run_gate(const GateOptions& opt) {
             finish(first_index[g] + i, it->second, true);
             continue;
           }
+          if (!faulted.empty()) {
+            Result r = stub_result(c);
+            r.outcome = {Verdict::unsupported,
+                         "not run: the kernel faulted earlier in this case (judged by the fault row of check " + faulted + ")",
+                         {}};
+            finish(first_index[g] + i, std::move(r), false);
+            continue;
+          }
+          if (stop) break;
           const Check& check = *find_check(c.check);
           if (check.runs_alone() && jobs > 1) {
             std::lock_guard<std::mutex> lock(mu);
@@ -295,7 +390,11 @@ GateReport run_gate(const GateOptions& opt) {
             continue;
           }
           if (!ctx) ctx.emplace(c, kernel_named(c.kernel), tol, opt.check);
-          finish(first_index[g] + i, run_check(*ctx, check), false);
+          mark_inflight(c);
+          Result r = run_check(*ctx, check);
+          const bool fault = r.outcome.verdict == Verdict::fault;
+          finish(first_index[g] + i, std::move(r), false);
+          if (fault && opt.isolate_worker > 0) stop = true;
         }
       }
     } catch (...) {
@@ -324,6 +423,7 @@ GateReport run_gate(const GateOptions& opt) {
           ctx.emplace(c, kernel_named(c.kernel), tol, opt.check);
           ctx_group = g;
         }
+        mark_inflight(c);
         finish(first_index[g] + i, run_check(*ctx, *find_check(c.check)), false);
       }
     } catch (...) {
@@ -333,6 +433,12 @@ GateReport run_gate(const GateOptions& opt) {
   }
   if (journal) std::fclose(journal);
   if (failure) std::rethrow_exception(failure);
+  if (stop) {
+    // The rest of the run belongs to a fresh process (the supervisor resumes from the journal).
+    rep.stopped = true;
+    std::erase_if(rep.results, [&, i = std::size_t{0}](const Result&) mutable { return !filled[i++]; });
+    return rep;
+  }
 
   // Coverage per kernel x check. A check the kernel declares, with cases, must judge at least
   // one: otherwise a kernel that is refused (or refuses) everything would pass the gate. (A pair
@@ -390,6 +496,10 @@ GateReport run_gate(const GateOptions& opt) {
   for (const auto& c : rep.coverage)
     if (!rep.meta["declarations"].contains(c.kernel))
       rep.meta["declarations"][c.kernel] = kernels::declared_properties(kernel_named(c.kernel).capabilities());
+  if (opt.isolate_worker > 0) {
+    workers.push_back(self_worker);
+    rep.meta["workers"] = workers;
+  }
   rep.meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
   rep.meta["tolerances"] = {{"source", tol.is_builtin() ? std::string("built-in") : tol.source()},
                             {"hash", tol.hash()}, {"builtin", tol.is_builtin()}};
@@ -424,8 +534,10 @@ std::string summary_table(const GateReport& r) {
                    all.of(Verdict::passed), all.of(Verdict::failed), all.of(Verdict::unsupported),
                    all.of(Verdict::mistrusted), all.of(Verdict::error), all.of(Verdict::invalid));
   if (all.of(Verdict::fault)) s += fmt::format(", {} fault", all.of(Verdict::fault));
+  if (all.of(Verdict::accepted)) s += fmt::format(", {} accepted (declared known defects)", all.of(Verdict::accepted));
   if (r.resumed) s += fmt::format(" ({} resumed from the journal)", r.resumed);
   s += "\n";
+  if (const auto w = workers_line(r); !w.empty()) s += w + "\n";
   // Coverage: cases judged / cases selected per kernel x check (`-` marks a check the kernel
   // does not declare, so n/a is allowed there).
   if (!r.coverage.empty()) {
@@ -467,6 +579,7 @@ std::string markdown_report(const GateReport& r) {
                                                         : "?";
   s += fmt::format("Profile `{}`, cases `{}`, shard {}, suite `{}{}`, device {}, tolerances {}.\n\n", meta("profile"),
                    meta("cases"), meta("shard"), meta("commit"), dirty ? "+dirty" : "", meta("device"), tol);
+  if (const auto w = workers_line(r); !w.empty()) s += "Fault containment: " + w + ".\n\n";
   Table counts({{"verdict"}, {"cases", Align::right}});
   for (Verdict v : kAll) counts.add({std::string(verdict_name(v)), std::to_string(all.of(v))});
   counts.add({Cell::strong("total"), Cell::strong(std::to_string(all.total))});
@@ -557,6 +670,7 @@ std::string junit_report(const GateReport& r) {
       switch (o.verdict) {
         case Verdict::passed: s += "/>\n"; continue;
         case Verdict::unsupported:
+        case Verdict::accepted:
           s += fmt::format(">\n      <skipped message=\"{}\"/>\n", escape_xml(o.reason));
           break;
         case Verdict::failed:

@@ -121,7 +121,11 @@ Doc parse(const std::string& text, const std::string& origin) {
       ++n;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
       try {
-        results.push_back(json::parse(line));
+        auto r = json::parse(line);
+        // `gate --isolate` annotations (worker lines, in-flight markers) are not results.
+        if (r.is_object() && !r.contains("case") && (r.contains("inflight") || r.contains("worker") || r.contains("worker_end")))
+          continue;
+        results.push_back(std::move(r));
       } catch (const json::parse_error& e) {
         throw Error(fmt::format("{}:{}: not JSON ({})", origin, n, e.what()));
       }

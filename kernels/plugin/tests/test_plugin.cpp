@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <set>
 #include <sstream>
@@ -72,7 +73,8 @@ TEST(PluginLoader, KernelStructTooSmall) {
 // declares and row_align were appended to version 1: a kernel struct of the earlier size still
 // loads, and the declarations its static struct holds past struct_size are not read.
 TEST(PluginLoader, KernelStructOfTheEarlierVersionOneSizeLoads) {
-  static_assert(ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE + 2 * sizeof(std::uint32_t) == sizeof(attest_plugin_kernel));
+  static_assert(ATTEST_PLUGIN_KERNEL_V1_MIN_SIZE + 2 * sizeof(std::uint32_t) + sizeof(const char*) ==
+                sizeof(attest_plugin_kernel));
   const auto lp = load_plugin(bad("old_size"));
   ASSERT_EQ(lp.kernels, std::vector<std::string>{"plugin.bad_old_size.k"});
   const auto c = Registry::instance().find("plugin.bad_old_size.k")->capabilities();
@@ -399,6 +401,99 @@ TEST_F(PluginCli, LoaderErrorsAreOneLineAndExitTwo) {
     EXPECT_EQ(r.out.find('\n'), r.out.size() - 1) << r.out;
     EXPECT_FALSE(fs::exists(d("o"))) << "nothing written on an input error";
   }
+}
+
+// --- fault containment: `attest gate --isolate` (docs/gate.md, "Fault containment") ---
+
+std::string crash(const char* which) {
+  return std::string(ATTEST_CRASH_PLUGIN_DIR) + "/attest_crash_plugin_" + which + ".so";
+}
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  return nlohmann::json::parse(f);
+}
+
+// The gate of a kernel that kills its process on one problem: one fault row for the check it
+// died in (naming how), every other row valid, the rest of that case not run, and the report
+// naming the two worker processes and what each ran.
+void expect_one_contained_fault(const Run& r, const std::string& dir, const std::string& plugin, const std::string& cause) {
+  EXPECT_EQ(r.code, 1) << r.out;
+  const auto j = read_json(dir + "/gate.json");
+  std::size_t faults = 0;
+  for (const auto& row : j["results"]) {
+    const std::string v = row["verdict"], reason = row["reason"], c = row["case"];
+    if (v == "fault") {
+      ++faults;
+      EXPECT_NE(c.find("problem=b2h4k2s80t150d32:mask=causal_br"), std::string::npos) << c;
+      EXPECT_EQ(row["check"], "accuracy") << c;  // the first check that calls the kernel
+      EXPECT_NE(reason.find("kernel " + std::string(row["kernel"]) + " faulted on b2h4k2s80t150d32:mask=causal_br: "),
+                std::string::npos) << reason;
+      EXPECT_NE(reason.find(cause), std::string::npos) << reason;
+      EXPECT_NE(reason.find("worker process 1 (pid "), std::string::npos) << reason;
+      // The repro line of the row, as printed while the gate went on.
+      EXPECT_NE(r.out.find("attest run --plugin '" + plugin + "' '" + c + "'"), std::string::npos) << r.out;
+    } else {
+      EXPECT_TRUE(v == "passed" || v == "unsupported") << c << ": " << v << ": " << reason;
+      if (c.find("t150") != std::string::npos && v == "unsupported" && row["check"] != "bitwise") {
+        EXPECT_EQ(reason, "not run: the kernel faulted earlier in this case (judged by the fault row of check accuracy)") << c;
+      }
+    }
+  }
+  EXPECT_EQ(faults, 1u);
+  EXPECT_GT(j["counts"]["passed"].get<int>(), 50);
+  const auto& w = j["meta"]["workers"];
+  ASSERT_EQ(w.size(), 2u) << w.dump();
+  EXPECT_NE(std::string(w[0]["ended"]).find(cause.substr(0, cause.find(' '))), std::string::npos) << w.dump();
+  EXPECT_NE(std::string(w[0]["last"]).find("t150"), std::string::npos) << w.dump();  // the case it died in
+  EXPECT_EQ(w[1]["ended"], "finished (wrote the reports)");
+  EXPECT_NE(w[0]["pid"], w[1]["pid"]);
+  EXPECT_EQ(w[0]["results"].get<std::size_t>() + w[1]["results"].get<std::size_t>(), j["results"].size());
+  std::ifstream md(dir + "/gate.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Fault containment: 2 worker processes (--isolate): worker 1 (pid "), std::string::npos) << text;
+  // The journal's worker lines and in-flight markers are no results for the report tools.
+  const auto m = sh("report merge " + dir + "/results.jsonl --json " + dir + "/merged.json");
+  EXPECT_EQ(m.code, 1) << m.out;  // merged fine; the merged report holds a fault
+  EXPECT_EQ(read_json(dir + "/merged.json")["results"].size(), j["results"].size());
+}
+
+TEST_F(PluginCli, IsolateTurnsAnAbortIntoOneFaultRowAndGoesOnInAFreshWorker) {
+  const auto r = sh("gate --plugin " + crash("abort") + " --kernel 'plugin.*' --cases smoke --isolate --quiet --out " + d("iso"));
+  expect_one_contained_fault(r, d("iso"), crash("abort"), "died (SIGABRT: ");
+}
+
+TEST_F(PluginCli, IsolateKillsAHangAfterTheCaseTimeout) {
+  const auto r = sh("gate --plugin " + crash("hang") + " --kernel 'plugin.*' --cases smoke --isolate --case-timeout 3 --quiet " +
+                    "--out " + d("hang"));
+  expect_one_contained_fault(r, d("hang"), crash("hang"), "no progress within 3 s (hang): ");
+}
+
+// An in-process fault (ATTEST_PLUGIN_RUN_FAULT: a sticky device error) ends its worker after the
+// fault row, so the next case runs in a fresh process: one worker per faulting case, plus the last.
+TEST_F(PluginCli, IsolateStartsAFreshWorkerAfterAnInProcessFault) {
+  const auto r = sh("gate --plugin " + bad("faults") + " --kernel 'plugin.*' --cases " + d("mini.cases") +
+                    " --isolate --quiet --out " + d("f"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  const auto j = read_json(d("f") + "/gate.json");
+  std::size_t faults = 0;
+  for (const auto& row : j["results"]) {
+    faults += row["verdict"] == "fault";
+    EXPECT_TRUE(row["verdict"] == "fault" || row["verdict"] == "unsupported") << row.dump();
+  }
+  EXPECT_EQ(faults, 2u);  // one per case group
+  const auto& w = j["meta"]["workers"];
+  ASSERT_EQ(w.size(), 3u) << w.dump();
+  EXPECT_EQ(w[0]["ended"], "exited after a fault row (a fresh process for the next case)");
+  EXPECT_EQ(w[1]["ended"], "exited after a fault row (a fresh process for the next case)");
+}
+
+TEST_F(PluginCli, CaseTimeoutWithoutIsolateIsAUsageError) {
+  const auto r = sh("gate --plugin " + crash("hang") + " --kernel 'plugin.*' --cases " + d("mini.cases") +
+                    " --case-timeout 3 --out " + d("o"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--case-timeout needs --isolate"), std::string::npos) << r.out;
+  EXPECT_FALSE(fs::exists(d("o")));
 }
 
 }  // namespace

@@ -38,6 +38,14 @@ struct GateOptions {
   const ToleranceTable* tolerances = nullptr;  ///< nullptr = built-in table
   /// Called after each case, serialised (done counts resumed cases too).
   std::function<void(const Result&, std::size_t done, std::size_t total)> on_result;
+  /// > 0: this process is worker N of `attest gate --isolate` (docs/gate.md, "Fault
+  /// containment"): one case at a time (jobs is ignored); its part of the journal opens with a
+  /// {"worker": {"index", "pid"}} line and every check is preceded by an {"inflight": <the
+  /// case's Result>, "t": unix time} line, so the supervisor can write the fault row of the
+  /// check a dead process was in; after a fault row of its own the run stops (GateReport::stopped)
+  /// so that the next case gets a fresh process (a sticky device error breaks the context);
+  /// meta.workers lists every worker of the journal and this one.
+  int isolate_worker = 0;
 };
 
 /// Coverage of one kernel x check: how many selected cases it judged (passed, failed, ...: all
@@ -58,6 +66,9 @@ struct GateReport {
   std::vector<Result> results;       ///< in case order (resumed ones included)
   std::size_t resumed = 0;
   double seconds = 0;
+  /// An isolated worker (GateOptions::isolate_worker) stopped after a fault row: the report is
+  /// partial (no coverage, no meta) and must not be written; the supervisor starts a fresh one.
+  bool stopped = false;
 
   /// 0 when every verdict is passed or unsupported and there is no setup error, else 1.
   [[nodiscard]] int exit_code() const;
