@@ -48,7 +48,7 @@ TEST_F(BenchCli, GateDiffFlagsANumericallyChangedKernel) {
   // Without --pair the kernels differ: every case is one-sided, nothing is compared.
   const auto unpaired = sh("report diff " + d("base/gate.json") + " " + d("cand/gate.json"));
   EXPECT_EQ(unpaired.code, 0) << unpaired.out;
-  EXPECT_NE(unpaired.out.find("Only in base (6)"), std::string::npos) << unpaired.out;
+  EXPECT_NE(unpaired.out.find("Only in base (9)"), std::string::npos) << unpaired.out;
   const auto r = sh("report diff " + d("base/gate.json") + " " + d("cand/gate.json") +
                     " --pair cpu.tiled.bf16=mutant.scale_off_1pct --json " + d("diff.json") + " --markdown " + d("diff.md"));
   EXPECT_EQ(r.code, 1) << r.out;
@@ -137,12 +137,12 @@ TEST_F(BenchCli, MergeOfShardsEqualsTheUnshardedRun) {
   EXPECT_EQ(merged["results"], all["results"]);
   EXPECT_EQ(merged["counts"], all["counts"]);
   EXPECT_EQ(merged["exit_code"], all["exit_code"]);
-  EXPECT_EQ(all["results"].size(), 6u);  // 3 groups: 2 x (accuracy, bitwise) + (accuracy, poison)
+  EXPECT_EQ(all["results"].size(), 9u);  // 3 groups: 2 x (accuracy, bitwise) + (accuracy, poison), + refusal each
   // The journals (no shard in them) merge by concatenation: the same set of cases.
   const auto mj = sh("report merge " + d("s0/results.jsonl") + " " + d("s1/results.jsonl") + " " + d("s2/results.jsonl") + " --json " +
                      d("mj.json"));
   ASSERT_EQ(mj.code, 0) << mj.out;
-  EXPECT_EQ(read_json(d("mj.json"))["results"].size(), 6u);
+  EXPECT_EQ(read_json(d("mj.json"))["results"].size(), 9u);
   // A missing shard is an input error.
   const auto missing = sh("report merge " + d("s0/gate.json") + " " + d("s1/gate.json") + " --json " + d("x.json"));
   EXPECT_EQ(missing.code, 2) << missing.out;

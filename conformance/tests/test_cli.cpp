@@ -40,13 +40,14 @@ TEST_F(Cli, PassingGateExitsZeroAndWritesEveryReport) {
   const auto r = sh("gate --cases " + d("mini.cases") + " --kernel 'cpu.tiled.bf16' --out " + d("o") + " --junit " +
                     d("j.xml") + " --json " + d("r.json") + " --markdown " + d("r.md"));
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("total 5 cases: 5 passed"), std::string::npos) << r.out;
+  // 2 groups whose templates list their checks (5 rows) + the refusal row each template gains.
+  EXPECT_NE(r.out.find("total 7 cases: 7 passed"), std::string::npos) << r.out;
   for (const char* f : {"o/results.jsonl", "o/gate.md", "o/gate.json", "o/junit.xml", "o/summary.txt", "j.xml", "r.json", "r.md"})
     EXPECT_TRUE(fs::exists(dir_ / f)) << f;
-  EXPECT_EQ(lines(dir_ / "o/results.jsonl"), 5u);
+  EXPECT_EQ(lines(dir_ / "o/results.jsonl"), 7u);
   std::ifstream in(dir_ / "r.json");
   const auto j = nlohmann::json::parse(in);
-  EXPECT_EQ(j["counts"]["passed"], 5);
+  EXPECT_EQ(j["counts"]["passed"], 7);
   EXPECT_EQ(j["meta"]["profile"], "cpu");
 }
 
@@ -94,10 +95,10 @@ TEST_F(Cli, ResumeSkipsJournaledCasesAndShardsPartitionTheGroups) {
   const std::string base = "gate --cases " + d("mini.cases") + " --kernel 'cpu.tiled.f*' --out " + d("o");
   ASSERT_EQ(sh(base).code, 0);
   const auto n = lines(dir_ / "o/results.jsonl");
-  EXPECT_EQ(n, 20u);  // cpu.tiled.{f32, fp16, fp8_fp8, fp8_fp8_fnuz} x (3 + 2) checks
+  EXPECT_EQ(n, 28u);  // cpu.tiled.{f32, fp16, fp8_fp8, fp8_fp8_fnuz} x (3 + 2 checks + a refusal row per template)
   const auto again = sh(base + " --resume");
   EXPECT_EQ(again.code, 0);
-  EXPECT_NE(again.out.find("(20 resumed from the journal)"), std::string::npos) << again.out;
+  EXPECT_NE(again.out.find("(28 resumed from the journal)"), std::string::npos) << again.out;
   EXPECT_EQ(lines(dir_ / "o/results.jsonl"), n);  // nothing re-run, nothing appended
 
   std::size_t sum = 0;
