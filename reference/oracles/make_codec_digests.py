@@ -3,7 +3,8 @@
 
 Usage:
   python3 make_codec_digests.py OUT_JSON [--jobs N]
-      (commit OUT_JSON = reference/oracles/formats/exhaustive_crc32.json; ~3 min on 2 cores)
+      (commit OUT_JSON = reference/oracles/formats/exhaustive_crc32.json; 11 CPU-minutes, most of
+      them numpy's fp16 cast: ~6 min on an idle 2-core machine)
   python3 make_codec_digests.py --chunk FORMAT K [--first N] [--compare CODES.bin]
       prints ml_dtypes' codes for chunk K of FORMAT (input bits K * 2^24 .. (K+1) * 2^24 - 1):
       the first N (default 16), or, with --compare, the first N inputs where the codes in
