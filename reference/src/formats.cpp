@@ -219,20 +219,31 @@ void encode_loop_o(const float* in, Out* out, std::size_t n, Overflow o) {
 // goes up, see encode_e8m0); a positive subnormal m * 2^-149 rounds to 2^-127 (code 0) below the
 // tie 1.5 * 2^-127 = 0x600000 * 2^-149 and to 2^-126 (code 1) from it. Zero, negatives (the sign
 // makes u >> 23 >= 256), Inf, NaN (E = 255) and a rounding past 2^127 (code 255) give 0xFF.
+// Mask selects only, as in FastRne, so that the loop vectorises.
 inline std::uint32_t e8m0_rne_ieee(std::uint32_t u) {
   const std::uint32_t e = u >> 23, m = u & 0x7FFFFFu;
-  const std::uint32_t code = e == 0 ? static_cast<std::uint32_t>(m >= 0x600000u) : e + (m >= 0x400000u);
-  return (u == 0 || code >= 0xFFu) ? 0xFFu : code;
+  const std::uint32_t up_normal = (0x3FFFFFu - m) >> 31;     // m >= 0x400000
+  const std::uint32_t up_subnormal = (0x5FFFFFu - m) >> 31;  // m >= 0x600000
+  const std::uint32_t sub = 0u - static_cast<std::uint32_t>(e == 0);
+  const std::uint32_t code = (up_subnormal & sub) | ((e + up_normal) & ~sub);
+  const std::uint32_t bad = (0u - static_cast<std::uint32_t>(u == 0)) | (0u - static_cast<std::uint32_t>(code >= 0xFFu));
+  return (code & ~bad) | (0xFFu & bad);
 }
 
 // int8 under rne (every overflow mode: saturate, NaN -> 0), branch-free: |x| clamped to 256, then
 // (a + 2^23) - 2^23 rounds it to an integer with the FPU's RNE (exact: a < 2^23), then the sign
 // and the two's complement range [-128, 127].
+// Written with selects and integer ops only (no fmin / signbit calls) so that the loop vectorises.
 inline std::uint32_t int8_rne(float x) {
-  const float a = std::fmin(std::fabs(x), 256.0f);
-  const auto q = static_cast<std::int32_t>((a + 0x1p23f) - 0x1p23f);
-  const std::int32_t v = std::signbit(x) ? -std::min(q, 128) : std::min(q, 127);
-  return std::isnan(x) ? 0u : static_cast<std::uint32_t>(v) & 0xFFu;
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const float a = std::bit_cast<float>(u & 0x7FFFFFFFu);
+  const float c = a < 256.0f ? a : 256.0f;  // NaN -> 256, zeroed below
+  const auto q = static_cast<std::int32_t>((c + 0x1p23f) - 0x1p23f);
+  const auto neg = static_cast<std::int32_t>(u >> 31);
+  const std::int32_t lim = 127 + neg;
+  const std::int32_t m = q < lim ? q : lim;
+  const std::int32_t v = (m ^ -neg) + neg;  // -m when negative
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0u : static_cast<std::uint32_t>(v) & 0xFFu;
 }
 
 // Returns false if (f, r) has no fast path.
