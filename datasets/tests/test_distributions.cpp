@@ -81,8 +81,11 @@ TEST_P(EveryDistribution, RaggedPacksTheSameValuesAsPadded) {
 
 TEST_P(EveryDistribution, RepeatableAcrossRunsAndThreadCountsSeedSensitive) {
   const Problem p = parse_problem("b1h3s300d64");
-  const Qkv a = generate_qkv(p, GetParam(), 1);
+  // At least 2 threads against 1, whatever this machine has (on a 1-core machine or with
+  // OMP_NUM_THREADS=1, max threads against 1 compared one thread with itself).
   const int threads = omp_get_max_threads();
+  omp_set_num_threads(std::max(2, threads));
+  const Qkv a = generate_qkv(p, GetParam(), 1);
   omp_set_num_threads(1);
   const Qkv b = generate_qkv(p, GetParam(), 1);
   omp_set_num_threads(threads);

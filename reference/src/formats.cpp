@@ -214,11 +214,50 @@ void encode_loop_o(const float* in, Out* out, std::size_t n, Overflow o) {
   }
 }
 
+// e8m0fnu under rne + ieee (ml_dtypes' cast) from the float bits, branch-free. A positive normal
+// 1.m * 2^(E-127) rounds to 2^(E-127) or 2^(E-126): code E + (m >= 0x400000) (the tie 1.5 * 2^e
+// goes up, see encode_e8m0); a positive subnormal m * 2^-149 rounds to 2^-127 (code 0) below the
+// tie 1.5 * 2^-127 = 0x600000 * 2^-149 and to 2^-126 (code 1) from it. Zero, negatives (the sign
+// makes u >> 23 >= 256), Inf, NaN (E = 255) and a rounding past 2^127 (code 255) give 0xFF.
+// Mask selects only, as in FastRne, so that the loop vectorises.
+inline std::uint32_t e8m0_rne_ieee(std::uint32_t u) {
+  const std::uint32_t e = u >> 23, m = u & 0x7FFFFFu;
+  const std::uint32_t up_normal = (0x3FFFFFu - m) >> 31;     // m >= 0x400000
+  const std::uint32_t up_subnormal = (0x5FFFFFu - m) >> 31;  // m >= 0x600000
+  const std::uint32_t sub = 0u - static_cast<std::uint32_t>(e == 0);
+  const std::uint32_t code = (up_subnormal & sub) | ((e + up_normal) & ~sub);
+  const std::uint32_t bad = (0u - static_cast<std::uint32_t>(u == 0)) | (0u - static_cast<std::uint32_t>(code >= 0xFFu));
+  return (code & ~bad) | (0xFFu & bad);
+}
+
+// int8 under rne (every overflow mode: saturate, NaN -> 0), branch-free: |x| clamped to 256, then
+// (a + 2^23) - 2^23 rounds it to an integer with the FPU's RNE (exact: a < 2^23), then the sign
+// and the two's complement range [-128, 127].
+// Written with selects and integer ops only (no fmin / signbit calls) so that the loop vectorises.
+inline std::uint32_t int8_rne(float x) {
+  const std::uint32_t u = std::bit_cast<std::uint32_t>(x);
+  const float a = std::bit_cast<float>(u & 0x7FFFFFFFu);
+  const float c = a < 256.0f ? a : 256.0f;  // NaN -> 256, zeroed below
+  const auto q = static_cast<std::int32_t>((c + 0x1p23f) - 0x1p23f);
+  const auto neg = static_cast<std::int32_t>(u >> 31);
+  const std::int32_t lim = 127 + neg;
+  const std::int32_t m = q < lim ? q : lim;
+  const std::int32_t v = (m ^ -neg) + neg;  // -m when negative
+  return (u & 0x7FFFFFFFu) > 0x7F800000u ? 0u : static_cast<std::uint32_t>(v) & 0xFFu;
+}
+
 // Returns false if (f, r) has no fast path.
 template <class Out>
 bool encode_fast(Format f, const float* in, Out* out, std::size_t n, Rounding r, Overflow o) {
   if (r != Rounding::rne) return false;
   switch (f) {
+    case Format::e8m0fnu:
+      if (o != Overflow::ieee) return false;
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(e8m0_rne_ieee(std::bit_cast<std::uint32_t>(in[i])));
+      return true;
+    case Format::int8:
+      for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(int8_rne(in[i]));
+      return true;
     case Format::bf16: encode_loop_o<Format::bf16>(in, out, n, o); return true;
     case Format::fp16: encode_loop_o<Format::fp16>(in, out, n, o); return true;
     case Format::fp8_e4m3fn: encode_loop_o<Format::fp8_e4m3fn>(in, out, n, o); return true;
