@@ -1,5 +1,6 @@
 // cpu.tiled.*: call-path parity, layout and thread-count invariance, run-to-run determinism,
 // accuracy against cpu.ref64, refusals with reasons.
+#include <algorithm>
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -38,17 +39,21 @@ TEST_P(TiledFloat, CallPathsLayoutsAndThreadsGiveTheSameBits) {
     SCOPED_TRACE(ps);
     const Problem p = parse_problem(ps);
     const auto in = datasets::generate_qkv(p, Distribution::diffusion, 11);
+    // The base run uses at least 2 threads, so "one thread" compares two thread counts on any host
+    // (a 1-core machine or OMP_NUM_THREADS=1 would otherwise compare one thread with itself).
+    const int threads = omp_get_max_threads();
+    omp_set_num_threads(std::max(2, threads));
     const Result base = run_kernel(name, p, r, in);
     for (const auto& cfg : Registry::instance().find(name)->configs())
       EXPECT_TRUE(bitwise_equal(base, run_kernel(name, p, r, in, cfg))) << "config '" << cfg << "'";
     for (const char* lay : {":layout=bhsd", ":layout=strided:pad=3"})
       EXPECT_TRUE(bitwise_equal(base, run_kernel(name, parse_problem(std::string(ps) + lay), r, in))) << lay;
-    const int threads = omp_get_max_threads();
     omp_set_num_threads(1);
     const Result one = run_kernel(name, p, r, in);
-    omp_set_num_threads(threads);
+    omp_set_num_threads(std::max(2, threads));
     EXPECT_TRUE(bitwise_equal(base, one)) << "one thread";
     EXPECT_TRUE(bitwise_equal(base, run_kernel(name, p, r, in))) << "rerun";
+    omp_set_num_threads(threads);
   }
 }
 
