@@ -221,7 +221,15 @@ def job_fault(args, out):
            f"{counts_text(res)}; {(faults[0]['reason'] if faults else 'no fault row')[:160]}")
 
 
+# The ci set has no case that runs determinism / call_path (graph, stream, churn configs) on a dense,
+# non-ragged problem with head_dim_v == head_dim: a kernel like flash (no Dv != D, no ragged) judges
+# none there, which attest's coverage rule rightly fails. One such line is added to the ci set.
+COVERAGE_LINE = "problem=b2h4s256d64 dist=normal seed=9\n"
+
+
 def job_sdpa(args, out):
+    ci = Path(__file__).resolve().parents[2] / "datasets" / "cases" / f"{args.cases}.cases"
+    cases_text = ci.read_text() + COVERAGE_LINE
     for name in BACKENDS:
         for rec, dt in (("bf16", "bfloat16"), ("fp16", "float16")):
             label = f"sdpa_{name.split('_')[0].lower()}_{rec}"
@@ -229,7 +237,7 @@ def job_sdpa(args, out):
                 record("sdpa", label, "skipped", "time budget")
                 continue
             try:
-                res = gate(sdpa_backend(name), label, args, out, recipe=rec, cases=args.cases, **decl(name, dt))
+                res = gate(sdpa_backend(name), label, args, out, recipe=rec, cases_text=cases_text, **decl(name, dt))
                 record("sdpa", label, "PASSED" if res.passed else "FAILED",
                        f"{counts_text(res)} fails[{failed_checks(res)}] {res.seconds:.1f} s")
             except Exception as e:  # noqa: BLE001
@@ -490,9 +498,12 @@ def job_sage(args, out):
         return sageattn(q, k, v, tensor_layout="HND", is_causal=causal, sm_scale=scale)
 
     try:
+        # Found by the first H100 run (findings.md, torch + sageattention repro): a NaN in Q is
+        # quantized to a finite INT8 code, so that row's output stays finite instead of NaN.
         res = gate(sage, "sage", args, out, recipe=recipe, dtype="float32", masks=("none", "causal_tl"),
                    head_dim_v=False, head_dims=(64, 96, 128), causal_cross=False, mutates_inputs=True, cases=args.cases,
-                   min_alignment=16)
+                   min_alignment=16, accept={"nonfinite": "a NaN in Q is quantized to a finite INT8 code: the row's "
+                                                          "output stays finite (findings.md)"})
         record("sage", f"gate under {recipe[:30]}", "PASSED" if res.passed else "FAILED",
                f"{counts_text(res)} fails[{failed_checks(res)}] {res.seconds:.1f} s")
     except Exception as e:  # noqa: BLE001
