@@ -503,8 +503,9 @@ AMAX_CASES = [  # (shape q, shape kv, causal, dist, seed)
 def amax_rows(fn, device, cases=AMAX_CASES):
     """amax_s and amax_o of one call against float64 on the same dequantized inputs. amax_o passes when
     within 2^-4 (E4M3's half ulp) of max|O| of the kernel's own dequantized output and within 25% of
-    FP64's max|O|; amax_s passes when it is max of the unnormalized P (1, exp(0)) to 2^-10, the
-    definition that makes cuDNN's documented scale_s = 448 fill E4M3."""
+    FP64's max|O|; amax_s passes when it is the max of the normalized P (softmax) of FP64 on the same
+    dequantized inputs to 2^-5 relative: what cuDNN 9.19 returned on the H100 (0.2243 on the first
+    case, docs/results/fp8-gpu/findings.md), not the unnormalized 1 assumed before that run."""
     rows = []
     for sq, skv, causal, dist, seed in cases:
         q = gen(sq, seed, device, dist)
@@ -520,7 +521,7 @@ def amax_rows(fn, device, cases=AMAX_CASES):
         cands = {"unnormalized P (1)": 1.0, "max normalized P (fp64)": pmax, "max |S| scaled logits (fp64)": smax,
                  "P x scale_s (448)": 448.0}
         nearest = min(cands, key=lambda c: abs(math.log(max(a_s, 1e-30) / max(cands[c], 1e-30))))
-        ok_s = abs(a_s - 1.0) <= 2 ** -10
+        ok_s = abs(a_s - pmax) <= 2 ** -5 * pmax
         ok_o = abs(a_o - ko) <= 2 ** -4 * ko + 1e-6 and abs(a_o - ro) <= 0.25 * ro
         rows.append({"case": f"q{list(sq)} kv{list(skv)} causal={causal} dist={dist} seed={seed}",
                      "amax_s": a_s, "amax_s_nearest": nearest, "candidates": cands, "amax_s_ok": ok_s,
