@@ -32,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 import attest
+from python_h200 import FLEX_CASES, SAGE1  # the same cases and recipe string as the older driver
 
 T0 = time.time()
 ROWS = []  # (job, what, verdict, detail)
@@ -436,11 +437,6 @@ def job_planted(args, out):
             traceback.print_exc()
 
 
-FLEX_CASES = """
-problem=b1h2s256d64 dist=normal seed=1
-problem=b1h2s256d64:mask=causal_tl dist=normal seed=1
-problem=b2h4s512d128 dist=diffusion seed=2
-"""
 
 
 def job_flex(args, out):
@@ -477,8 +473,6 @@ def job_flex(args, out):
             record("flex", name, "crash", str(e)[:200])
 
 
-SAGE1 = ("q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=fp32;"
-         "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32")
 
 
 def job_sage(args, out):
