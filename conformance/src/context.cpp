@@ -345,10 +345,11 @@ Result run_check(Context& ctx, const Check& check) {
     if (check.needs_support() && !ctx.support()) {
       // Coverage: a refusal is UNSUPPORTED only where the kernel's declarations (recipes(),
       // capabilities()) exclude the case; refusing what it declares is a failure, else a
-      // kernel that refuses everything would pass every check.
+      // kernel that refuses everything would pass every check. It is judged once, by the
+      // refusal row; the case's other checks point at it (one refusal, one failure).
       if (kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe())) {
-        r.outcome.verdict = Verdict::failed;
-        r.outcome.reason = "refuses a case inside its declared recipes and capabilities: " + ctx.support().reason();
+        r.outcome.verdict = Verdict::unsupported;
+        r.outcome.reason = "refused inside its declarations: " + ctx.support().reason() + " (judged by the refusal row)";
       } else {
         r.outcome.verdict = Verdict::unsupported;
         r.outcome.reason = ctx.support().reason();
@@ -364,8 +365,8 @@ Result run_check(Context& ctx, const Check& check) {
   // A failure the kernel's declarations accept knowingly (a written-up defect) is reported as
   // `accepted` with the declared reason beside the check's own: visible, never silently passed.
   if (r.outcome.verdict == Verdict::failed)
-    for (const auto& [name, why] : ctx.caps().accepted)
-      if (name == r.check) {
+    for (const auto& [key, why] : ctx.caps().accepted)
+      if (kernels::accept_covers(key, r.check, ctx.problem())) {
         r.outcome.verdict = Verdict::accepted;
         r.outcome.reason = "accepted (declared: " + why + "): " + r.outcome.reason;
         break;

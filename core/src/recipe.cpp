@@ -89,6 +89,7 @@ std::string to_string(const Recipe& r) {
   if (r.out != d.out) add("out", name(r.out));
   if (r.vscale != d.vscale) add("vscale", name(r.vscale));
   if (r.p_mx != d.p_mx) add("p_mx", r.p_mx);
+  if (r.pv_acc != d.pv_acc) add("pv_acc", name(r.pv_acc));
   return s;
 }
 
@@ -128,9 +129,13 @@ Recipe parse_recipe(std::string_view text) {
     else if (key == "p_mx") {
       if (value.empty()) throw Error("recipe: p_mx needs a scheme");
       r.p_mx = value;
+    } else if (key == "pv_acc") {
+      r.pv_acc = parse_in(kElem, value, "pv_acc format");
+      if (r.pv_acc != ElemFormat::f32 && r.pv_acc != ElemFormat::fp16)
+        throw Error("recipe: pv_acc must be f32 or fp16 (got '" + std::string(value) + "')");
     } else
       throw Error("recipe: unknown field '" + std::string(key) +
-                  "' (valid: q k v p pscale exp2 rescale rescale_threshold div tile_q tile_kv out vscale p_mx)");
+                  "' (valid: q k v p pscale exp2 rescale rescale_threshold div tile_q tile_kv out vscale p_mx pv_acc)");
     if (semi == std::string_view::npos) break;
     text.remove_prefix(semi + 1);
   }

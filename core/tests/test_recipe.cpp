@@ -28,6 +28,7 @@ TEST(Recipe, StringRoundTripsOverRandomRecipes) {
     r.out = static_cast<ElemFormat>(pick(7));
     r.vscale = r.div != DivisionOp::ieee_div && pick(2) ? VScaleAt::rcp : VScaleAt::out;
     if (pick(3) == 0) r.p_mx = "mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller";
+    if (pick(2)) r.pv_acc = ElemFormat::fp16;
     const auto s = to_string(r);
     EXPECT_EQ(parse_recipe(s), r) << s;
   }
@@ -59,6 +60,8 @@ TEST(Recipe, RejectsBadStrings) {
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;vscale=rcp"), Error);  // ieee_div has no reciprocal
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;vscale=late"), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;p_mx="), Error);
+  EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=bf16"), Error);  // f32 or fp16 only
+  EXPECT_EQ(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=fp16").pv_acc, ElemFormat::fp16);
 }
 
 TEST(Recipe, SchemeValuesMayContainColonsAndEquals) {

@@ -14,6 +14,7 @@ std::string plan_unsupported(const Plan& p) {
   const Recipe& r = p.recipe;
   if (r.exp2 == Exp2Policy::hw) return "exp2=hw has no bitwise model";
   if (r.tile_kv > 1024) return "tile_kv > 1024";
+  if (r.pv_acc != ElemFormat::f32) return "pv_acc=" + std::string(name(r.pv_acc)) + " has no model in the tiled engine";
   const bool int8 = p.q.kind == Scheme::Kind::int8, mx = p.q.kind == Scheme::Kind::mx;
   if (int8 != (p.k.kind == Scheme::Kind::int8) || mx != (p.k.kind == Scheme::Kind::mx))
     return "Q and K must both be INT8, both MX, or both float";

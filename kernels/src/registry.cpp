@@ -1,6 +1,8 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <string>
+#include <string_view>
 
 #include "attest/kernels/kernel.hpp"
 
@@ -42,6 +44,50 @@ Status declared_support(const Kernel& k, const Problem& p, const Recipe& r) {
                                    " elements is not a multiple of the declared row_align " + std::to_string(c.row_align));
   }
   return Status::ok();
+}
+
+namespace {
+struct AcceptKey {
+  std::string_view check, field;
+  std::int64_t modulus = 0;  // 0: unscoped
+};
+AcceptKey parse_accept_key(std::string_view key) {
+  AcceptKey a{key, {}, 0};
+  const auto at = key.find('@');
+  if (at == std::string_view::npos) return a;
+  a.check = key.substr(0, at);
+  const std::string_view scope = key.substr(at + 1);
+  const auto pc = scope.find('%');
+  const std::string_view field = scope.substr(0, pc);
+  if (field != "seqlen_q" && field != "seqlen_kv" && field != "head_dim" && field != "head_dim_v")
+    throw Error("accept key '" + std::string(key) + "': scope field '" + std::string(field) +
+                "' unknown (valid: seqlen_q, seqlen_kv, head_dim, head_dim_v, as check@field%n)");
+  a.field = field;
+  const std::string n = pc == std::string_view::npos ? "" : std::string(scope.substr(pc + 1));
+  std::size_t used = 0;
+  try {
+    a.modulus = n.empty() ? 0 : std::stoll(n, &used);
+  } catch (const std::exception&) {
+    a.modulus = 0;
+  }
+  if (a.check.empty() || used != n.size() || a.modulus < 2)
+    throw Error("accept key '" + std::string(key) + "' is not check@field%n with an integer n >= 2");
+  return a;
+}
+}  // namespace
+
+void validate_accept_key(std::string_view key) { (void)parse_accept_key(key); }
+
+bool accept_covers(std::string_view key, std::string_view check, const Problem& p) {
+  const AcceptKey a = parse_accept_key(key);
+  if (a.check != check) return false;
+  if (a.modulus == 0) return true;
+  auto off = [&](std::int64_t x) { return x % a.modulus != 0; };
+  if (a.field == "head_dim") return off(p.head_dim);
+  if (a.field == "head_dim_v") return off(p.head_dim_v);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    if (off(a.field == "seqlen_q" ? p.len_q(b) : p.len_kv(b))) return true;
+  return false;
 }
 
 std::vector<std::string> declared_properties(const Capabilities& c) {

@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "attest/core/status.hpp"
 #include "attest/kernels/kernel.hpp"
 
 namespace attest::kernels {
@@ -25,6 +26,26 @@ TEST(Registry, ListsProductionKernelsAndMutants) {
   std::set<std::string> names;
   for (const auto& k : reg.all()) EXPECT_TRUE(names.insert(k->name()).second) << "duplicate " << k->name();
   EXPECT_EQ(reg.match("cpu.tiled.*").size(), named_recipes().size());
+}
+
+// A scoped accept key (check@field%n) covers a failure only where that size is off the modulus:
+// any sequence of a ragged batch counts; an unscoped key covers the check everywhere.
+TEST(Registry, ScopedAcceptKeysCoverOnlyShapesOffTheModulus) {
+  const Problem t777 = parse_problem("b2h2s1t777d128"), t256 = parse_problem("b1h4s256d64");
+  EXPECT_TRUE(accept_covers("accuracy@seqlen_kv%64", "accuracy", t777));
+  EXPECT_FALSE(accept_covers("accuracy@seqlen_kv%64", "accuracy", t256));
+  EXPECT_FALSE(accept_covers("accuracy@seqlen_kv%64", "layout", t777));
+  EXPECT_TRUE(accept_covers("accuracy", "accuracy", t256));
+  EXPECT_TRUE(accept_covers("nonfinite@seqlen_q%64", "nonfinite", t777));  // s_q = 1
+  EXPECT_FALSE(accept_covers("accuracy@head_dim%64", "accuracy", t777));
+  EXPECT_TRUE(accept_covers("accuracy@head_dim_v%64", "accuracy", parse_problem("b1h4s200d96v32")));
+  // Ragged: sequence lengths 400, 1, 249 of max 400 (a multiple of 16, the second is not).
+  const Problem rg = parse_problem("b3h4k1s300t400d64:cu_q=0,300,500,530:cu_kv=0,400,401,650");
+  EXPECT_TRUE(accept_covers("accuracy@seqlen_kv%16", "accuracy", rg));
+  for (const char* bad : {"accuracy@seqlen%64", "accuracy@seqlen_kv%1", "accuracy@seqlen_kv%x", "accuracy@seqlen_kv",
+                          "@seqlen_kv%64", "accuracy@seqlen_kv%64x"})
+    EXPECT_THROW(validate_accept_key(bad), Error) << bad;
+  EXPECT_NO_THROW(validate_accept_key("accuracy"));
 }
 
 TEST(Registry, EveryKernelDeclaresParsableRecipesAndCallPaths) {

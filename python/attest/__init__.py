@@ -75,8 +75,10 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
     itemsize = {"float32": 4, "bfloat16": 2, "float16": 2}[dtype]
     accept = dict(hints.get("accept", accept) or {})
     for c, why in accept.items():
-        if not re.fullmatch(r"[a-z_][a-z0-9_.]*", str(c)) or not str(why).strip() or "\n" in str(why):
-            raise AttestError(f"accept: '{c}' needs a check name and a one-line reason (why the failure is accepted)")
+        if not re.fullmatch(r"[a-z_][a-z0-9_.]*(@(seqlen_q|seqlen_kv|head_dim|head_dim_v)%([2-9]|[1-9][0-9]+))?", str(c)) \
+                or not str(why).strip() or "\n" in str(why):
+            raise AttestError(f"accept: '{c}' needs a check name (or check@field%n, field one of seqlen_q, seqlen_kv, "
+                              "head_dim, head_dim_v) and a one-line reason (why the failure is accepted)")
     if call_timeout is None or not call_timeout > 0:
         raise AttestError(f"call_timeout {call_timeout} is not a positive number of seconds")
     return B.Spec(fn=fn, name=_sanitize(name or getattr(fn, "__name__", "fn")), recipe=recipe, device=str(device),
@@ -216,7 +218,10 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
                 problems are outside the declaration (UNSUPPORTED), never run
     causal_cross   False: the kernel refuses causal masks when seqlen_q != seqlen_kv
     accept      {check: why}: a known defect of the kernel, written up, accepted knowingly: that
-                check's failures become `accepted` rows (shown with the reason; the gate passes)
+                check's failures become `accepted` rows (shown with the reason; the gate passes).
+                A key `check@field%n` scopes it to problems whose field (seqlen_q, seqlen_kv,
+                head_dim, head_dim_v) is not a multiple of n (a tail-tile defect): elsewhere the
+                check still fails
     isolate     True (default): every call runs in a worker process, so a fault (sticky CUDA
                 error, segfault, abort, out of memory, a hang past call_timeout seconds) is one
                 `fault` verdict and the gate goes on in a fresh worker (python/attest/_worker.py)

@@ -198,3 +198,43 @@ def test_accepted_defect_is_reported_not_passed():
     assert res.passed and len(accepted) == len(leaks) and not rows(res, "failed")
     assert all(r["reason"].startswith(f"accepted (declared: {why}): ") for r in accepted)
     assert f"accepts nonfinite ({why})" in res.markdown and "accepted" in res.summary
+
+
+def phantom_tail_keys(q, k, v, *, causal, scale):
+    # Planted (SageAttention 1.0.6 does this, findings.md): the last partial 64-key tile is padded
+    # with zero keys and values that still join the softmax (score 0, weight exp(0 - max)).
+    pad = -k.shape[2] % 64
+    if causal or pad == 0:
+        return sdpa(q, k, v, causal=causal, scale=scale)
+    z = k.new_zeros(k.shape[0], k.shape[1], pad, k.shape[3]), v.new_zeros(v.shape[0], v.shape[1], pad, v.shape[3])
+    return sdpa(q, torch.cat([k, z[0]], 2), torch.cat([v, z[1]], 2), causal=False, scale=scale)
+
+
+def wrong_scale(q, k, v, *, causal, scale):
+    return sdpa(q, k, v, causal=causal, scale=scale * 1.5)
+
+
+def test_scoped_accept_covers_only_the_shapes_it_names():
+    res = attest.gate(phantom_tail_keys, recipe="f32", dtype="float32", check="accuracy")
+    failed = rows(res, "failed")
+    # attest's conclusion matches where the planted bug acts: non-causal cases with T % 64 != 0.
+    assert failed and all("mask=" not in r["problem"] for r in failed), [r["problem"] for r in failed]
+    assert all(r["verdict"] in OK for r in rows(res) if r["problem"].startswith("b1h2s64d64"))
+    why = "tail keys of the last tile join the softmax (findings.md)"
+    scoped = {"accuracy@seqlen_kv%64": why}
+    res = attest.gate(phantom_tail_keys, recipe="f32", dtype="float32", check="accuracy", accept=scoped)
+    assert res.passed and len(rows(res, "accepted")) == len(failed) and not rows(res, "failed")
+    assert f"accepts accuracy@seqlen_kv%64 ({why})" in res.markdown
+    # A bug on every shape: the scope accepts it where T % 64 != 0 and fails it where T = 64.
+    res = attest.gate(wrong_scale, recipe="f32", dtype="float32", check="accuracy", accept=scoped)
+    still = rows(res, "failed")
+    assert not res.passed and still and all(r["problem"].startswith("b1h2s64d64") for r in still), \
+        [r["problem"] for r in still]
+    assert rows(res, "accepted")
+    for bad in ("accuracy@seqlen%64", "accuracy@seqlen_kv%1", "accuracy@seqlen_kv%x"):
+        try:
+            attest.gate(sdpa, recipe="f32", dtype="float32", check="accuracy", accept={bad: why})
+        except attest.AttestError as e:
+            assert bad in str(e)
+        else:
+            raise AssertionError(f"accept key {bad} was taken")

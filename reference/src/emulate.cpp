@@ -287,6 +287,7 @@ struct Plan {
   float c = 1;  // logit factor to log2 units
   float (*exp2)(float) = nullptr;
   std::int64_t pv_block = 32;  // keys per P.V block when P or V is block scaled
+  bool pv_fp16 = false;        // pv_acc=fp16: FP16 partial sums per tile
   bool reverse = false;
   bool smoothed_lse = false;
   double sm_scale = 0;
@@ -312,7 +313,7 @@ float scale_block(float s, int e) {
 }
 
 struct RowScratch {
-  std::vector<float> x, sc, P, Pc, acc, bs;
+  std::vector<float> x, sc, P, Pc, acc, bs, part;
   std::vector<std::int32_t> ix;
   std::vector<std::int16_t> pexp;
 };
@@ -332,6 +333,7 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
   w.Pc.resize(static_cast<std::size_t>(Bc));
   w.ix.resize(static_cast<std::size_t>(Bc));
   w.bs.resize(static_cast<std::size_t>(std::max(Dv, Bc)));
+  w.part.resize(static_cast<std::size_t>(Dv));
   const std::int64_t npb = (Bc + pl.pv_block - 1) / pl.pv_block + 1;
   w.pexp.resize(static_cast<std::size_t>(npb));
 
@@ -438,7 +440,28 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
 
     // 4. P.V.
     float* acc = w.acc.data();
-    if (!pl.p_mx && u.v.kind != Kind::mx) {
+    if (pl.pv_fp16) {
+      // pv_acc=fp16 (plan() admits it only with element-cast P and V): steps of 16 keys summed in
+      // FP32, each added into an FP16 tile partial (RNE), the partial added to the FP32 accumulator
+      // at the tile's end. A model of an FP16-accumulating MMA, not a bitwise one.
+      constexpr std::int64_t kStep = 16;
+      float* part = w.part.data();
+      float* cs = w.bs.data();
+      std::fill_n(part, Dv, 0.0f);
+      const std::int64_t nst = (n + kStep - 1) / kStep;
+      for (std::int64_t si = 0; si < nst; ++si) {
+        const std::int64_t st = pl.reverse ? nst - 1 - si : si;
+        const std::int64_t b0 = st * kStep, b1 = std::min(n, b0 + kStep);
+        std::fill_n(cs, Dv, 0.0f);
+        for (std::int64_t s = 0; s < b1 - b0; ++s) {
+          const std::int64_t jj = pl.reverse ? b1 - 1 - s : b0 + s;
+          const float* vr = u.v.val.data() + (slab_kv * Tk + j0 + jj) * Dv;
+          for (std::int64_t d = 0; d < Dv; ++d) cs[d] = std::fma(Pc[jj], vr[d], cs[d]);
+        }
+        for (std::int64_t d = 0; d < Dv; ++d) part[d] = round_to(Format::fp16, part[d] + cs[d]);
+      }
+      for (std::int64_t d = 0; d < Dv; ++d) acc[d] = acc[d] + part[d];
+    } else if (!pl.p_mx && u.v.kind != Kind::mx) {
       for (std::int64_t s = 0; s < n; ++s) {
         const std::int64_t jj = pl.reverse ? n - 1 - s : s;
         const float pj = Pc[jj];
@@ -567,6 +590,8 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
   if (pl.p_mx || kv == Kind::mx)
     require(r.tile_kv % pl.pv_block == 0, "tile_kv " + std::to_string(r.tile_kv) +
                                               " must be a multiple of the P.V block " + std::to_string(pl.pv_block));
+  pl.pv_fp16 = r.pv_acc == ElemFormat::fp16;
+  if (pl.pv_fp16) require(!pl.p_mx && kv != Kind::mx, "pv_acc=fp16 is modelled for element-cast P and V only (not MX)");
   pl.out_round = elem_format(r.out, pl.out_fmt);
   pl.out_sat = pl.out_round && pl.out_fmt != Format::bf16 && pl.out_fmt != Format::fp16;
   require(opt.tile_kv_divisor >= 1, "tile_kv_divisor must be >= 1");

@@ -140,6 +140,30 @@ TEST(Emulate, ExactFillGivesTheHandDerivedAnswer) {
       }
 }
 
+// pv_acc=fp16 by hand: zero logits make every P exactly 1 and l = 32, and every V is
+// 1 + 3 x 2^-12 (an f32 operand, not representable in fp16). Step 1 (16 keys): 16 + 3 x 2^-8 in
+// FP32, to fp16 (ulp 2^-6 at 16, the excess 0.75 ulp) = 16 + 2^-6. Step 2: 16 + 2^-6 + 16 + 3 x 2^-8
+// = 32 + 7 x 2^-8, to fp16 (ulp 2^-5 at 32, 0.875 ulp) = 32 + 2^-5. O = (32 + 2^-5) / 32 = 1 + 2^-10,
+// where the FP32 accumulation (pv_acc=f32) gives the exact mean 1 + 3 x 2^-12.
+TEST(Emulate, Fp16PvAccumulationRoundsEachStepPartialByHand) {
+  const std::int64_t T = 32, D = 4;
+  Problem p = problem(1, 1, 1, 1, T, D);
+  Tensor q(DType::f32, {1, 1, 1, D}), k(DType::f32, {1, T, 1, D}), v(DType::f32, {1, T, 1, D});
+  auto vv = v.view<float, 4>();
+  for (std::int64_t j = 0; j < T; ++j)
+    for (std::int64_t d = 0; d < D; ++d) vv(0, j, 0, d) = 1.0f + 3.0f * 0x1p-12f;
+  Recipe r = parse_recipe("q=f32;k=f32;v=f32;p=fp16;out=f32");
+  for (const bool rev : {false, true}) {
+    EXPECT_EQ(emulate(p, r, q, k, v, {.reverse_kv = rev}).out.get({0, 0, 0, 1}), 1.0 + 0x1p-12 * 3) << rev;
+    Recipe h = r;
+    h.pv_acc = ElemFormat::fp16;
+    const auto e = emulate(p, h, q, k, v, {.reverse_kv = rev});
+    for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(e.out.get({0, 0, 0, d}), 1.0 + 0x1p-10) << rev;
+  }
+  Recipe mx = parse_recipe("q=f32;k=f32;v=mxfp8_e4m3fn;p=fp16;out=f32;pv_acc=fp16");
+  EXPECT_THROW((void)emulate(p, mx, q, k, v), Error);
+}
+
 struct Case {
   Problem p;
   Tensor q, k, v;

@@ -728,7 +728,7 @@ def job_sage(args, out):
     # python_h200.py's SAGE1 string when this build has no sage1_int8_fp16.
     recipe = "sage1_int8_fp16" if "sage1_int8_fp16" in names else (
         "q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=fp32;"
-        "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32")
+        "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32;pv_acc=fp16")
 
     def sage(q, k, v, *, causal, scale):
         return sageattn(q, k, v, tensor_layout="HND", is_causal=causal, sm_scale=scale)

@@ -492,12 +492,17 @@ def job_sage(args, out):
         return sageattn(q, k, v, tensor_layout="HND", is_causal=causal, sm_scale=scale)
 
     try:
-        # Found by the first H100 run (findings.md, torch + sageattention repro): a NaN in Q is
-        # quantized to a finite INT8 code, so that row's output stays finite instead of NaN.
+        # Found by the H100 runs (findings.md, torch + sageattention repros): a NaN in Q is
+        # quantized to a finite INT8 code, so that row's output stays finite instead of NaN; with
+        # T % 64 != 0 the last tile's padding keys join the softmax.
         res = gate(sage, "sage", args, out, recipe=recipe, dtype="float32", masks=("none", "causal_tl"),
                    head_dim_v=False, head_dims=(64, 96, 128), causal_cross=False, mutates_inputs=True, cases=args.cases,
-                   min_alignment=16, accept={"nonfinite": "a NaN in Q is quantized to a finite INT8 code: the row's "
-                                                          "output stays finite (findings.md)"})
+                   min_alignment=16, accept={
+                       "nonfinite": "a NaN in Q is quantized to a finite INT8 code: the row's output stays finite "
+                                    "(findings.md)",
+                       # Scoped: on every T that is a multiple of 64 accuracy is still judged in full.
+                       "accuracy@seqlen_kv%64": "the zero padding keys of the last 64-key tile join the softmax "
+                                                "with score 0 (findings.md, probe sage_tail.json)"})
         record("sage", f"gate under {recipe[:30]}", "PASSED" if res.passed else "FAILED",
                f"{counts_text(res)} fails[{failed_checks(res)}] {res.seconds:.1f} s")
     except Exception as e:  # noqa: BLE001

@@ -177,7 +177,7 @@ def job_flex(args, out):
 # FP32 accumulator, the row sum is a tree sum, `/` and exp2 are Triton's approximate ones: the
 # budget is therefore a lower bound on what the kernel's own arithmetic costs.
 SAGE1 = ("q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=fp32;"
-         "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32")
+         "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32;pv_acc=fp16")  # tl.dot(p, v, out_dtype=float16)
 
 
 def sage_recipe():

@@ -3,7 +3,8 @@
 // not implement are UNSUPPORTED with a reason by supports(), and run() on them throws
 // attest::Error without writing the output: never silently computed as something else. A case the
 // kernel admits but refuses at call time (kernels::KernelRefused, e.g. torch's "No available
-// kernel") is one failed row here; every other check of that case is UNSUPPORTED pointing at it.
+// kernel") or in supports() is one failed row here; every other check of that case is
+// UNSUPPORTED pointing at it.
 #include <algorithm>
 
 #include "common.hpp"
@@ -125,6 +126,13 @@ class Refusal final : public Check {
                                                             {"problem", to_string(ctx.problem())},
                                                             {"run_error", *why}}})}});
     }
+    if (!ctx.support() && kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe()))
+      // supports() refuses what recipes() and capabilities() declare: the one failed row of the
+      // case (its other checks are UNSUPPORTED pointing here).
+      return failed("refuses a case inside its declared recipes and capabilities: " + ctx.support().reason(),
+                    {{"variants", nlohmann::json::array({{{"variant", "the case itself"},
+                                                          {"problem", to_string(ctx.problem())},
+                                                          {"reason", ctx.support().reason()}}})}});
     auto vs = variants(ctx);
     if (!ctx.support()) vs.insert(vs.begin(), Variant{"the case itself", ctx.problem(), ctx.recipe()});
     nlohmann::json fig = nlohmann::json::array();

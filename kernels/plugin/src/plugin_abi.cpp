@@ -80,6 +80,7 @@ Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t
       const auto eq = line.find('=');
       if (eq == std::string_view::npos || eq == 0 || eq + 1 == line.size())
         throw Error("accepts line '" + std::string(line) + "' is not check=why");
+      validate_accept_key(line.substr(0, eq));
       c.accepted.emplace_back(std::string(line.substr(0, eq)), std::string(line.substr(eq + 1)));
     }
   }

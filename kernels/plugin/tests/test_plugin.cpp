@@ -333,8 +333,13 @@ TEST_F(PluginCli, RefuseAllKernelFailsTheGate) {
                     " --out " + d("o") + " --quiet");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("refuses a case inside its declared recipes and capabilities: not today"), std::string::npos) << r.out;
-  // judged (failed), not n/a; the refusal check joins every template (call-time refusals are judged there)
-  EXPECT_NE(r.out.find("plugin.bad_refuse_all.k: accuracy 2/2 poison 1/1 refusal- 2/2 canary 1/1"), std::string::npos) << r.out;
+  // One refusal, one failed row: the refusal check (it joins every template) judges each case once,
+  // the case's other checks are UNSUPPORTED pointing at it (issue 25: not one failure per check).
+  EXPECT_NE(r.out.find("total 6 cases: 0 passed, 2 failed, 4 unsupported"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("failed plugin.bad_refuse_all.k f32 refusal: refuses a case inside its declared"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first unsupported: refused inside its declarations: not today (judged by the refusal row)"),
+            std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("plugin.bad_refuse_all.k: accuracy 0/2 poison 0/1 refusal- 2/2 canary 0/1"), std::string::npos) << r.out;
 }
 
 // The bad_failing kernel declares no causal_tl mask: selecting only causal cases judges

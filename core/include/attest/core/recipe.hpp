@@ -67,6 +67,11 @@ struct Recipe {
   /// Quantizer scheme of P when P is block scaled (p = fp4_e2m1fn: MX blocks of `block` keys
   /// along each row, e.g. "mxfp4_e2m1fn:scale=aiter_hip_fp4"); empty for element casts.
   std::string p_mx;
+  /// Precision of the P.V partial sums inside a KV tile: `f32` (every product fma'd into the FP32
+  /// accumulator) or `fp16` (an FP16-accumulating MMA, e.g. Triton `tl.dot(p, v, out_dtype=float16)`
+  /// in SageAttention 1: 16-key steps summed in FP32, added into an FP16 partial, which joins the
+  /// FP32 accumulator at the tile's end). fp16 is a model for the noise budget, not a bitwise claim.
+  ElemFormat pv_acc = ElemFormat::f32;
 
   /// True when a kernel can promise bitwise equality with the emulator (exp2 != hw).
   [[nodiscard]] bool bitwise_capable() const { return exp2 != Exp2Policy::hw; }

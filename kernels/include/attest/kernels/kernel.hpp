@@ -61,8 +61,11 @@ struct Capabilities {
   /// this many elements (hardware that needs e.g. 16-byte rows: 8 bf16 elements); 1 = any.
   std::int64_t row_align = 1;
   bool causal_cross = true;    ///< causal masks with seqlen_q != seqlen_kv
-  /// check -> why: failures of that check are a known, written-up defect the user accepts
-  /// knowingly; the gate reports them as `accepted` (with the reason), never as passed.
+  /// key -> why: failures of that check are a known, written-up defect the user accepts
+  /// knowingly; the gate reports them as `accepted` (with the reason), never as passed. The key
+  /// is a check name, or `check@field%n` to accept it only where that problem size (seqlen_q,
+  /// seqlen_kv, head_dim, head_dim_v; any sequence of a ragged batch) is not a multiple of n: a
+  /// tail-tile defect accepted there stays a failure on every other shape.
   std::vector<std::pair<std::string, std::string>> accepted;
   /// A mutant (a kernel with a bug planted on purpose, kernels/*/mutants): it joins a gate, bench
   /// or synth run only when the kernel selection names mutants alone (`--kernel 'mutant.*'`,
@@ -115,6 +118,11 @@ class Kernel {
 /// capabilities(). Kernel::supports' default; the gate fails a kernel whose supports() refuses
 /// a case this admits (coverage, docs/gate.md): a limit must be declared, not found by refusal.
 Status declared_support(const Kernel& k, const Problem& p, const Recipe& r);
+/// Whether the `accepted` key covers a failure of `check` on problem p (see Capabilities::accepted).
+bool accept_covers(std::string_view key, std::string_view check, const Problem& p);
+/// Throws attest::Error naming the defect when an `accepted` key is malformed (unknown field,
+/// a modulus that is not an integer >= 2).
+void validate_accept_key(std::string_view key);
 /// What a kernel declares beyond the defaults, one short item each ("ftz", "row_align=8",
 /// "causal_cross=false", "masks=none,causal_tl", "bitwise", ...): the reports print them beside
 /// the verdicts they explain.
