@@ -338,8 +338,47 @@ def cudnn_fp8_sdpa(q, k, v, *, causal=False, scale=None):
 _PLAIN = Fp8Sdpa("cudnn")
 
 
+# Candidate sequence-length limits of cuDNN's FP8 SDPA forward, which its support matrix does not
+# state (the ci case b2h2s1t777d128 was refused on an H100 with cuDNN 9.19). probe_limits.py tests
+# each against cuDNN's own support check over a grid of (s_q, s_kv, head_dim, mask) on the card;
+# the gate declares the first one that fits every row of that evidence (--limits FILE), names it
+# in every unsupported row, and still fails any other refusal. Ordered narrowest first.
+LIMIT_RULES = {
+    "s_q == 1": lambda s, t: s == 1,
+    "s_q == 1 or s_kv == 1": lambda s, t: s == 1 or t == 1,
+    "s_kv % 2 != 0 and s_q != s_kv": lambda s, t: t % 2 != 0 and s != t,
+    "s_kv % 2 != 0": lambda s, t: t % 2 != 0,
+    "s_q % 2 != 0 or s_kv % 2 != 0": lambda s, t: s % 2 != 0 or t % 2 != 0,
+    "s_kv % 8 != 0": lambda s, t: t % 8 != 0,
+    "s_q % 8 != 0 or s_kv % 8 != 0": lambda s, t: s % 8 != 0 or t % 8 != 0,
+    "s_q < 64": lambda s, t: s < 64,
+    "s_q < 64 or s_kv < 64": lambda s, t: s < 64 or t < 64,
+    "s_kv % 64 != 0 and s_q != s_kv": lambda s, t: t % 64 != 0 and s != t,
+    "s_kv % 64 != 0": lambda s, t: t % 64 != 0,
+}
+DECLARED = {"rule": None, "evidence": None}
+
+
+def declare_limits(path) -> None:
+    """Declares the first rule of LIMIT_RULES that the probe found to fit every grid row."""
+    try:
+        res = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return
+    if not res.get("complete"):  # a grid cut short by its time box declares nothing
+        return
+    fits = [n for n in LIMIT_RULES if res.get("rules", {}).get(n) is True]
+    if fits:
+        DECLARED.update(rule=fits[0], evidence=f"{Path(path).name}: {len(res.get('rows', []))} graphs built on "
+                        f"{res.get('card')}, cuDNN {res.get('versions', {}).get('backend')}")
+
+
 def static_limits(p) -> str | None:
-    """cuDNN FP8 SDPA forward limits on sm_90 (cudnn-frontend sdpa_support_surface.h)."""
+    """cuDNN FP8 SDPA forward limits on sm_90 (cudnn-frontend sdpa_support_surface.h), and the
+    sequence-length rule declared from the probe's evidence (declare_limits)."""
+    rule = DECLARED["rule"]
+    if rule and LIMIT_RULES[rule](p["seqlen_q"], p["seqlen_kv"]):
+        return f"cuDNN FP8 SDPA refuses {rule} (declared from {DECLARED['evidence']})"
     if p["mask"] == "causal_br":
         return "cuDNN FP8 SDPA: bottom-right causal mask needs Blackwell (sdpa_support_surface.h)"
     for n in ("head_dim", "head_dim_v"):
@@ -884,7 +923,10 @@ def main():
     ap.add_argument("--jobs", type=int, default=max(1, min(16, os.cpu_count() or 1)), help="attest's C++ threads")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--repro", action="store_true")
+    ap.add_argument("--limits", default="", help="probe_limits.py's limits.json: the declared sequence limit")
     args = ap.parse_args()
+    if args.limits:
+        declare_limits(args.limits)
     if args.repro:
         return repro(args)
     out = Path(args.out)
@@ -892,6 +934,7 @@ def main():
     if args.worker:
         return run_worker(args)
     env = environment(args)
+    env["declared_limit"] = dict(DECLARED)
     write_json(out / "environment.json", env)
     log(json.dumps(env))
     status = {}
@@ -906,7 +949,7 @@ def main():
             continue
         log(f"== {name} (time box {box:.0f} s)")
         cmd = [sys.executable, __file__, "--worker", name, "--out", str(out), "--device", args.device,
-               "--cases", args.cases, "--jobs", str(args.jobs), "--budget", str(box)]
+               "--cases", args.cases, "--jobs", str(args.jobs), "--budget", str(box), "--limits", args.limits]
         try:
             with open(out / f"{name}.log", "w") as logf:
                 rc = subprocess.run(cmd, stdout=logf, stderr=subprocess.STDOUT, timeout=box).returncode
