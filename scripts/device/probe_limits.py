@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import fp8_gpu as F  # noqa: E402  (cudnn_graph, NotSupported: the same graph the gate builds)
 
 
-def probe_cudnn(out: Path, budget: float = 120) -> dict:
+def probe_cudnn(out: Path, budget: float = 90) -> dict:
     rows = []
     t0 = time.time()
     grid = [(128, c, s, t) for c in (False, True) for s in (1, 2, 16, 63, 64, 65, 200, 256)
@@ -95,7 +95,7 @@ def probe_sage(out: Path) -> dict:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
-    ap.add_argument("--run", default="cudnn,sage")
+    ap.add_argument("--run", default="sage,cudnn")
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
