@@ -347,7 +347,7 @@ Result run_check(Context& ctx, const Check& check) {
       // capabilities()) exclude the case; refusing what it declares is a failure, else a
       // kernel that refuses everything would pass every check. It is judged once, by the
       // refusal row; the case's other checks point at it (one refusal, one failure).
-      if (kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe())) {
+      if (!ctx.caps().supports_declares && kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe())) {
         r.outcome.verdict = Verdict::unsupported;
         r.outcome.reason = "refused inside its declarations: " + ctx.support().reason() + " (judged by the refusal row)";
       } else {

@@ -101,6 +101,7 @@ std::vector<std::string> declared_properties(const Capabilities& c) {
   for (const auto& [check, why] : c.accepted) v.push_back("accepts " + check + " (" + why + ")");
   if (c.row_align > 1) v.push_back("row_align=" + std::to_string(c.row_align));
   if (!c.causal_cross) v.emplace_back("causal_cross=false");
+  if (c.supports_declares) v.emplace_back("supports() declares limits");
   if (c.bitwise) v.emplace_back("bitwise");
   if (!c.deterministic) v.emplace_back("deterministic=false");
   if (c.graph_capturable) v.emplace_back("graph_capturable");

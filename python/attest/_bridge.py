@@ -167,7 +167,9 @@ class Bound:
         d.layouts = sum(1 << v for v in N.LAYOUTS.values())
         d.dtypes = 0
         d.flags = _flags(spec)
-        d.declares = (N.DECLARE_FTZ if spec.ftz else 0) | (0 if spec.causal_cross else N.DECLARE_NO_CAUSAL_CROSS)
+        # `supports=` is written beside masks= and head_dims=: a declaration, its refusals UNSUPPORTED.
+        d.declares = (N.DECLARE_FTZ if spec.ftz else 0) | (0 if spec.causal_cross else N.DECLARE_NO_CAUSAL_CROSS) \
+            | (N.DECLARE_SUPPORTS_LIMITS if spec.supports is not None else 0)
         d.row_align = max(1, int(spec.row_align))
         accepts = "\n".join(f"{c}={why}" for c, why in spec.accept.items()).encode()
         self._keep.append(accepts)

@@ -36,6 +36,7 @@ CAP_THREAD_SAFE = 1 << 8
 # attest_plugin_kernel.declares: properties a kernel declares about itself (plugin.h)
 DECLARE_FTZ = 1 << 0              # flushes subnormal outputs to zero
 DECLARE_NO_CAUSAL_CROSS = 1 << 1  # refuses causal masks with seqlen_q != seqlen_kv
+DECLARE_SUPPORTS_LIMITS = 1 << 2  # supports() states declared limits (its refusals are UNSUPPORTED)
 # run() return codes besides 0 (success) and 1 (error): plugin.h
 RUN_ERROR = 1
 RUN_REFUSED = 3  # the kernel refuses this problem at call time (message: its reason)

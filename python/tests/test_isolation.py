@@ -238,3 +238,24 @@ def test_scoped_accept_covers_only_the_shapes_it_names():
             assert bad in str(e)
         else:
             raise AssertionError(f"accept key {bad} was taken")
+
+
+def test_supports_is_a_declaration_and_a_call_time_refusal_is_not():
+    def limits(p):
+        return "declared: no T = 136" if p["seqlen_kv"] == 136 else None
+
+    res = attest.gate(sdpa, recipe="f32", dtype="float32", check=CHECKS, supports=limits)
+    assert res.passed, [(r["check"], r["problem"], r["reason"]) for r in res.failures]
+    t136 = [r for r in res.results if r["problem"].startswith("b1h2s72t136d128")]
+    assert t136 and all(r["verdict"] in OK for r in t136)
+    assert all("declared: no T = 136" in r["reason"] for r in t136 if r["check"] != "refusal")
+    assert "supports() declares limits" in res.markdown
+
+    def refuses_at_call_time(q, k, v, *, causal, scale):
+        if is_target(q, k):
+            raise attest.Unsupported("no plan for T = 136")
+        return sdpa(q, k, v, causal=causal, scale=scale)
+
+    res = attest.gate(refuses_at_call_time, recipe="f32", dtype="float32", check=CHECKS)
+    failed = rows(res, "failed")
+    assert len(failed) == 1 and failed[0]["check"] == "refusal" and "no plan for T = 136" in failed[0]["reason"]

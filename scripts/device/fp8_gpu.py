@@ -164,7 +164,14 @@ def cudnn_core(q8, k8, v8, sc, *, causal, scale, stats=True):
     c = cudnn_module()
     b, h, s, d = q8.shape
     hk, t, dv = k8.shape[1], k8.shape[2], v8.shape[3]
-    g = cudnn_graph((b, h, hk, s, t, d, dv, bool(causal), float(scale), q8.dtype, bool(stats)))
+    try:
+        g = cudnn_graph((b, h, hk, s, t, d, dv, bool(causal), float(scale), q8.dtype, bool(stats)))
+    except NotSupported as e:  # a refusal inside the declared limits: attest's refusal row judges it
+        try:
+            import attest  # noqa: PLC0415
+        except ImportError:
+            raise
+        raise attest.Unsupported(str(e)) from None
     dev = q8.device
     o = torch.empty((b, h, s, dv), dtype=q8.dtype, device=dev)
     st = torch.empty((b, h, s, 1), dtype=torch.float32, device=dev) if stats else None
@@ -390,20 +397,11 @@ def static_limits(p) -> str | None:
 
 
 def make_supports(fn: Fp8Sdpa, device):
-    """Declared limits: the static ones, then cuDNN's own refusal when building the graph (cached)."""
+    """The declared limits (attest's `supports=` is a declaration): the static ones and the probed
+    sequence rule. cuDNN's own refusal of anything else is not declared: it happens at call time
+    (cudnn_core raises attest.Unsupported) and is one failed refusal row of that case."""
     def supports(p):
-        why = static_limits(p)
-        if why or fn.backend != "cudnn":
-            return why
-        key = (p["batch"], p["heads_q"], p["heads_kv"], p["seqlen_q"], p["seqlen_kv"], p["head_dim"], p["head_dim_v"],
-               p["mask"] == "causal_tl", float(p["scale"]), E5M2 if fn.bug == "p_e5m2" else E4M3, fn.stats)
-        try:
-            cudnn_graph(key)
-        except NotSupported as e:
-            return str(e)
-        except Exception:  # noqa: BLE001 -- a build that crashes is not a declared limit: the run shows it
-            return None
-        return None
+        return static_limits(p)
     return supports
 
 

@@ -126,7 +126,8 @@ class Refusal final : public Check {
                                                             {"problem", to_string(ctx.problem())},
                                                             {"run_error", *why}}})}});
     }
-    if (!ctx.support() && kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe()))
+    if (!ctx.support() && !ctx.caps().supports_declares &&
+        kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe()))
       // supports() refuses what recipes() and capabilities() declare: the one failed row of the
       // case (its other checks are UNSUPPORTED pointing here).
       return failed("refuses a case inside its declared recipes and capabilities: " + ctx.support().reason(),

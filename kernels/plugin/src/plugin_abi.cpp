@@ -70,6 +70,7 @@ Capabilities capabilities(std::span<const std::int64_t> head_dims, std::uint32_t
   c.bitwise = has(ATTEST_PLUGIN_CAP_BITWISE);
   c.ftz = (declares & ATTEST_PLUGIN_DECLARE_FTZ) != 0;
   c.causal_cross = (declares & ATTEST_PLUGIN_DECLARE_NO_CAUSAL_CROSS) == 0;
+  c.supports_declares = (declares & ATTEST_PLUGIN_DECLARE_SUPPORTS_LIMITS) != 0;
   c.row_align = row_align > 1 ? row_align : 1;
   if (accepts != nullptr) {  // "check=why" lines
     std::string_view s(accepts);

@@ -61,6 +61,10 @@ struct Capabilities {
   /// this many elements (hardware that needs e.g. 16-byte rows: 8 bf16 elements); 1 = any.
   std::int64_t row_align = 1;
   bool causal_cross = true;    ///< causal masks with seqlen_q != seqlen_kv
+  /// supports() states declared limits (a plugin's ATTEST_PLUGIN_DECLARE_SUPPORTS_LIMITS, Python's
+  /// `supports=`): what it refuses is outside the declaration (UNSUPPORTED with its reason), not a
+  /// failed refusal. Off for every built-in kernel: their limits are capabilities().
+  bool supports_declares = false;
   /// key -> why: failures of that check are a known, written-up defect the user accepts
   /// knowingly; the gate reports them as `accepted` (with the reason), never as passed. The key
   /// is a check name, or `check@field%n` to accept it only where that problem size (seqlen_q,

@@ -92,7 +92,10 @@ enum attest_plugin_memory { ATTEST_PLUGIN_MEMORY_HOST = 0, ATTEST_PLUGIN_MEMORY_
  * beside the verdicts they explain). */
 #define ATTEST_PLUGIN_DECLARE_FTZ (1u << 0)             /* subnormal outputs are flushed to zero */
 #define ATTEST_PLUGIN_DECLARE_NO_CAUSAL_CROSS (1u << 1) /* causal masks only with seqlen_q == seqlen_kv */
-#define ATTEST_PLUGIN_DECLARE_ALL ((1u << 2) - 1u)
+#define ATTEST_PLUGIN_DECLARE_SUPPORTS_LIMITS (1u << 2) /* supports() states declared limits: the cases it
+                                                           refuses are UNSUPPORTED (outside the declaration),
+                                                           not failed refusals; call-time refusals still fail */
+#define ATTEST_PLUGIN_DECLARE_ALL ((1u << 3) - 1u)
 
 /* Return codes of attest_plugin_run_fn besides 0 (success). */
 #define ATTEST_PLUGIN_RUN_REFUSED 3 /* refuses this admitted problem at call time; message = the reason
