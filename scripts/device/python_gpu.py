@@ -228,9 +228,12 @@ def job_fault(args, out):
 COVERAGE_LINE = "problem=b2h4s256d64 dist=normal seed=9\n"
 
 
+def ci_cases(args) -> str:
+    return (Path(__file__).resolve().parents[2] / "datasets" / "cases" / f"{args.cases}.cases").read_text()
+
+
 def job_sdpa(args, out):
-    ci = Path(__file__).resolve().parents[2] / "datasets" / "cases" / f"{args.cases}.cases"
-    cases_text = ci.read_text() + COVERAGE_LINE
+    cases_text = ci_cases(args) + COVERAGE_LINE
     for name in BACKENDS:
         for rec, dt in (("bf16", "bfloat16"), ("fp16", "float16")):
             label = f"sdpa_{name.split('_')[0].lower()}_{rec}"
@@ -496,7 +499,8 @@ def job_sage(args, out):
         # quantized to a finite INT8 code, so that row's output stays finite instead of NaN; with
         # T % 64 != 0 the last tile's padding keys join the softmax.
         res = gate(sage, "sage", args, out, recipe=recipe, dtype="float32", masks=("none", "causal_tl"),
-                   head_dim_v=False, head_dims=(64, 96, 128), causal_cross=False, mutates_inputs=True, cases=args.cases,
+                   head_dim_v=False, head_dims=(64, 96, 128), causal_cross=False, mutates_inputs=True,
+                   cases_text=ci_cases(args) + COVERAGE_LINE,
                    min_alignment=16, accept={
                        "nonfinite": "a NaN in Q is quantized to a finite INT8 code: the row's output stays finite "
                                     "(findings.md)",
@@ -542,8 +546,13 @@ def main():
             traceback.print_exc()
         (out / "summary.json").write_text(json.dumps(SUMMARY, indent=1, default=str))
     real = [g for g in SUMMARY["gates"] if g.startswith(("sdpa_", "flex_", "sage"))]
+    # A gate on a correct kernel that fails without an invalid row (a coverage error) is a false
+    # alarm too: the user sees a red gate.
     SUMMARY["false_alarms"] = sum(SUMMARY["gates"][g]["counts"].get(v, 0) for g in real
-                                  for v in ("failed", "error", "fault", "invalid", "mistrusted"))
+                                  for v in ("failed", "error", "fault", "invalid", "mistrusted")) \
+        + sum(1 for g in real if SUMMARY["gates"][g]["exit_code"] != 0 and not any(
+            SUMMARY["gates"][g]["counts"].get(v, 0) for v in ("failed", "error", "fault", "invalid", "mistrusted")))
+    SUMMARY["failed_gates"] = [g for g in real if SUMMARY["gates"][g]["exit_code"] != 0]
     SUMMARY["accepted_rows"] = {g: SUMMARY["gates"][g]["counts"].get("accepted", 0) for g in real
                                 if SUMMARY["gates"][g]["counts"].get("accepted", 0)}
     SUMMARY["false_alarm_rows"] = {g: SUMMARY["gates"][g]["failed_checks"] for g in real
