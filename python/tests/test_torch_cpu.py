@@ -22,15 +22,27 @@ def by_check(res):
 def test_sdpa_accuracy_and_invariants(recipe, dtype):
     res = attest.gate(sdpa, recipe=recipe, dtype=dtype)
     checks = by_check(res)
-    # Every group's accuracy verdict against FP64 within the noise floor, run-to-run, call paths
-    # (contiguous copies, inside a batch of 2), layouts, poison, canary, churn, refusal.
-    for c in ("accuracy", "determinism", "call_path", "layout", "poison", "canary", "churn", "refusal"):
+    # Accuracy against FP64 within the noise floor, poison, canary and refusal hold for a correct
+    # kernel on any CPU.
+    for c in ("accuracy", "poison", "canary", "refusal"):
         assert all(v in OK for v in checks[c]), (c, checks[c], res.summary)
     assert checks["accuracy"].count("passed") >= 11
     assert res.stats["calls"] > 50
-    # What it may fail depends on the CPU and torch build (NaN leak, subnormal flush): the tests
+    # Bit identity across reruns, call paths (contiguous copies, a batch of 2), layouts and churn is
+    # the kernel's choice of microkernel on this CPU (torch may pick another per stride or batch):
+    # judged, never an error; where it fails, the case is still accurate (only bits moved). The
+    # machinery itself is asserted exactly on a kernel whose bits do not depend on the CPU
+    # (test_isolation.py's float64 control).
+    accurate = {r["problem"] + r["dist"] for r in res.results if r["check"] == "accuracy" and r["verdict"] == "passed"}
+    for r in res.results:
+        if r["check"] in ("determinism", "call_path", "layout", "churn"):
+            assert r["verdict"] in OK + ("failed",), (r["check"], r["verdict"], r["reason"])
+            if r["verdict"] == "failed" and r["problem"].split(":layout")[0] + r["dist"] in accurate:
+                assert "differ" in r["reason"] or "bit" in r["reason"], r["reason"]
+    # What else it may fail depends on the CPU and torch build (NaN leak, subnormal flush): the tests
     # below observe what the kernel did and check that attest says so.
-    assert {r["check"] for r in res.failures} <= {"nonfinite", "subnormal"}, res.failures
+    assert {r["check"] for r in res.failures} <= {"nonfinite", "subnormal", "determinism", "call_path", "layout",
+                                                   "churn"}, res.failures
 
 
 # Tests about torch's kernel assert attest's conclusion about what the kernel did on this machine,
