@@ -287,6 +287,8 @@ KernelOutput Context::run_on(const Problem& p, const LayoutInputs& in, KernelOut
   const kernels::Args args{p, case_.recipe, in.q, in.k, in.v, outputs.out, outputs.lse.empty() ? nullptr : &outputs.lse,
                            config};
   auto refused = [&] {
+    if (!opt_.refusal_row)
+      return VerdictError(Verdict::failed, "refuses at call time a case inside its declared capabilities: " + *refusal_);
     return VerdictError(Verdict::unsupported, "refused at call time: " + *refusal_ + " (judged by the refusal row)");
   };
   if (refusal_) throw refused();
@@ -348,8 +350,13 @@ Result run_check(Context& ctx, const Check& check) {
       // kernel that refuses everything would pass every check. It is judged once, by the
       // refusal row; the case's other checks point at it (one refusal, one failure).
       if (!ctx.caps().supports_declares && kernels::declared_support(ctx.kernel(), ctx.problem(), ctx.recipe())) {
-        r.outcome.verdict = Verdict::unsupported;
-        r.outcome.reason = "refused inside its declarations: " + ctx.support().reason() + " (judged by the refusal row)";
+        if (ctx.options().refusal_row) {
+          r.outcome.verdict = Verdict::unsupported;
+          r.outcome.reason = "refused inside its declarations: " + ctx.support().reason() + " (judged by the refusal row)";
+        } else {
+          r.outcome.verdict = Verdict::failed;
+          r.outcome.reason = "refuses a case inside its declared recipes and capabilities: " + ctx.support().reason();
+        }
       } else {
         r.outcome.verdict = Verdict::unsupported;
         r.outcome.reason = ctx.support().reason();

@@ -211,7 +211,11 @@ std::vector<Result> run_cases(const std::vector<Case>& cases, const ToleranceTab
     ~Restore() { omp_set_num_threads(n); }
   } restore{omp_before};
   for (const auto& c : cases) {
-    Context ctx(c, kernel_named(c.kernel), tol, copt);
+    CheckOptions o = copt;
+    o.refusal_row = c.check.empty() || c.check == "refusal";
+    if (!o.refusal_row)
+      for (const Check* m : match_checks(c.check)) o.refusal_row = o.refusal_row || m->name() == "refusal";
+    Context ctx(c, kernel_named(c.kernel), tol, o);
     if (c.check.empty()) {
       for (const Check* ch : all_checks()) out.push_back(run_check(ctx, *ch));
     } else {
@@ -351,6 +355,13 @@ GateReport run_gate(const GateOptions& opt) {
   std::atomic<std::size_t> next{0};
   std::exception_ptr failure;
   std::vector<std::pair<std::size_t, std::size_t>> alone;  // (group, case) of runs_alone() checks
+  // A group's refusal row (expand() adds one unless the selection leaves refusal out) judges a
+  // refusal inside the declarations once; without it every check of the group fails with it.
+  auto group_options = [&](const std::vector<Case>& group) {
+    CheckOptions o = opt.check;
+    for (const Case& c : group) o.refusal_row = o.refusal_row || c.check == "refusal";
+    return o;
+  };
   auto worker = [&] {
     // Parallel across groups, never inside them: conformance problems are small, and OpenMP
     // teams on a loaded 2-core host spin far longer than the work takes (measured: 5x the CPU
@@ -389,7 +400,7 @@ GateReport run_gate(const GateOptions& opt) {
             alone.emplace_back(g, i);
             continue;
           }
-          if (!ctx) ctx.emplace(c, kernel_named(c.kernel), tol, opt.check);
+          if (!ctx) ctx.emplace(c, kernel_named(c.kernel), tol, group_options(mine[g]));
           mark_inflight(c);
           Result r = run_check(*ctx, check);
           const bool fault = r.outcome.verdict == Verdict::fault;
@@ -420,7 +431,7 @@ GateReport run_gate(const GateOptions& opt) {
       for (const auto& [g, i] : alone) {
         const Case& c = mine[g][i];
         if (ctx_group != g) {
-          ctx.emplace(c, kernel_named(c.kernel), tol, opt.check);
+          ctx.emplace(c, kernel_named(c.kernel), tol, group_options(mine[g]));
           ctx_group = g;
         }
         mark_inflight(c);

@@ -64,13 +64,11 @@ AcceptKey parse_accept_key(std::string_view key) {
                 "' unknown (valid: seqlen_q, seqlen_kv, head_dim, head_dim_v, as check@field%n)");
   a.field = field;
   const std::string n = pc == std::string_view::npos ? "" : std::string(scope.substr(pc + 1));
-  std::size_t used = 0;
-  try {
-    a.modulus = n.empty() ? 0 : std::stoll(n, &used);
-  } catch (const std::exception&) {
-    a.modulus = 0;
-  }
-  if (a.check.empty() || used != n.size() || a.modulus < 2)
+  // Plain decimal digits, no sign, space or leading zero (the Python side's rule too).
+  const bool digits = !n.empty() && n.size() <= 9 && n[0] != '0' &&
+                      n.find_first_not_of("0123456789") == std::string::npos;
+  a.modulus = digits ? std::stoll(n) : 0;
+  if (a.check.empty() || a.modulus < 2)
     throw Error("accept key '" + std::string(key) + "' is not check@field%n with an integer n >= 2");
   return a;
 }

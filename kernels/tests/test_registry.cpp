@@ -38,12 +38,14 @@ TEST(Registry, ScopedAcceptKeysCoverOnlyShapesOffTheModulus) {
   EXPECT_TRUE(accept_covers("accuracy", "accuracy", t256));
   EXPECT_TRUE(accept_covers("nonfinite@seqlen_q%64", "nonfinite", t777));  // s_q = 1
   EXPECT_FALSE(accept_covers("accuracy@head_dim%64", "accuracy", t777));
-  EXPECT_TRUE(accept_covers("accuracy@head_dim_v%64", "accuracy", parse_problem("b1h4s200d96v32")));
+  EXPECT_TRUE(accept_covers("accuracy@head_dim_v%64", "accuracy", parse_problem("b1h4s200d128v96")));
+  EXPECT_FALSE(accept_covers("accuracy@head_dim%64", "accuracy", parse_problem("b1h4s200d128v96")));
   // Ragged: sequence lengths 400, 1, 249 of max 400 (a multiple of 16, the second is not).
   const Problem rg = parse_problem("b3h4k1s300t400d64:cu_q=0,300,500,530:cu_kv=0,400,401,650");
   EXPECT_TRUE(accept_covers("accuracy@seqlen_kv%16", "accuracy", rg));
   for (const char* bad : {"accuracy@seqlen%64", "accuracy@seqlen_kv%1", "accuracy@seqlen_kv%x", "accuracy@seqlen_kv",
-                          "@seqlen_kv%64", "accuracy@seqlen_kv%64x"})
+                          "@seqlen_kv%64", "accuracy@seqlen_kv%64x", "accuracy@seqlen_kv%064", "accuracy@seqlen_kv% 64",
+                          "accuracy@seqlen_kv%+64"})
     EXPECT_THROW(validate_accept_key(bad), Error) << bad;
   EXPECT_NO_THROW(validate_accept_key("accuracy"));
 }

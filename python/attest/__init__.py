@@ -248,6 +248,8 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
         rc, reply = N.call("gate", **req)
     finally:
         workers = _finish(bound)
+    if getattr(bound, "supports_error", None):
+        raise AttestError(f"gate: {bound.supports_error} (supports= must return None or a reason, never raise)")
     report = reply["report"]
     report["workers"] = workers
     res = GateResult(kernel=bound.kernel, exit_code=rc, report=report,

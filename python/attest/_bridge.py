@@ -179,6 +179,7 @@ class Bound:
             self._supports = N.SUPPORTS_FN(self._supports_cb)
             d.supports = self._supports
         self.desc = d
+        self.supports_error = None  # first exception of supports= (gate() raises it)
         self.kernel = N.register(spec.name, d)
 
     def _supports_cb(self, _ctx, problem_p, recipe, reason, size) -> int:
@@ -187,7 +188,10 @@ class Bound:
             info["recipe"] = recipe.decode() if recipe else ""
             why = self.spec.supports(info)
         except BaseException as e:  # noqa: BLE001
+            # supports= is a declaration: a raising one must not turn cases into declared limits.
+            # The case is refused here (no call) and gate() raises AttestError afterwards.
             why = f"supports() raised {type(e).__name__}: {e}"
+            self.supports_error = self.supports_error or why
         if not why:
             return 1
         data = str(why).replace("\n", " ").encode("utf-8", "replace")[: max(0, size - 1)] + b"\0"

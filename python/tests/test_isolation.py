@@ -259,3 +259,17 @@ def test_supports_is_a_declaration_and_a_call_time_refusal_is_not():
     res = attest.gate(refuses_at_call_time, recipe="f32", dtype="float32", check=CHECKS)
     failed = rows(res, "failed")
     assert len(failed) == 1 and failed[0]["check"] == "refusal" and "no plan for T = 136" in failed[0]["reason"]
+
+
+def test_a_raising_supports_is_an_error_not_a_declared_limit():
+    def broken(p):
+        if p["seqlen_kv"] == 136:
+            raise KeyError("seq_len")
+        return None
+
+    try:
+        attest.gate(sdpa, recipe="f32", dtype="float32", check="accuracy", supports=broken)
+    except attest.AttestError as e:
+        assert "supports() raised KeyError" in str(e)
+    else:
+        raise AssertionError("a raising supports= was taken as a declaration")

@@ -169,8 +169,8 @@ def cudnn_core(q8, k8, v8, sc, *, causal, scale, stats=True):
     except NotSupported as e:  # a refusal inside the declared limits: attest's refusal row judges it
         try:
             import attest  # noqa: PLC0415
-        except ImportError:
-            raise
+        except ImportError:  # torch + cudnn only (--repro): cuDNN's own reason
+            raise e from None
         raise attest.Unsupported(str(e)) from None
     dev = q8.device
     o = torch.empty((b, h, s, dv), dtype=q8.dtype, device=dev)

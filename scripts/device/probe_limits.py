@@ -53,7 +53,8 @@ def probe_cudnn(out: Path, budget: float = 90) -> dict:
            "complete": res_complete}
     # Which candidate rule the refusals fit, tested against every row (fp8_gpu.py declares the
     # first that fits; a row whose build crashed fits no rule).
-    res["rules"] = {name: all((r["ok"] is not True) == rule(r["s_q"], r["s_kv"]) for r in rows)
+    crashed = any(r["ok"] is None for r in rows)
+    res["rules"] = {name: not crashed and all((r["ok"] is False) == rule(r["s_q"], r["s_kv"]) for r in rows)
                     for name, rule in F.LIMIT_RULES.items()}
     (out / "limits.json").write_text(json.dumps(res, indent=1))
     print("cudnn:", len(refused), "of", len(rows), "refused; rules:", res["rules"], flush=True)

@@ -342,6 +342,19 @@ TEST_F(PluginCli, RefuseAllKernelFailsTheGate) {
   EXPECT_NE(r.out.find("plugin.bad_refuse_all.k: accuracy 0/2 poison 0/1 refusal- 2/2 canary 0/1"), std::string::npos) << r.out;
 }
 
+// A selection without the refusal check has no row to judge the refusal once: every selected
+// check fails with it (a kernel that refuses what it declares never passes silently).
+TEST_F(PluginCli, RefusalWithoutARefusalRowFailsEachSelectedCheck) {
+  const auto r = sh("gate --plugin " + bad("refuse_all") + " --kernel 'plugin.bad_refuse_all.*' --cases " + d("mini.cases") +
+                    " --check accuracy --out " + d("o") + " --quiet");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("failed plugin.bad_refuse_all.k f32 accuracy: refuses a case inside its declared recipes and "
+                       "capabilities: not today"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("judged by the refusal row"), std::string::npos) << r.out;
+}
+
 // The bad_failing kernel declares no causal_tl mask: selecting only causal cases judges
 // nothing, and the declared checks' empty coverage fails the gate.
 TEST_F(PluginCli, DeclaredCheckWithNothingJudgedFailsTheGate) {

@@ -98,6 +98,11 @@ Tensor bump_ulp(const Tensor& lse, float toward);
 
 struct CheckOptions {
   int determinism_runs = 5;  ///< reruns compared bitwise with the baseline
+  /// The case's group has a `refusal` row: a refusal inside the declarations (supports() or at
+  /// call time) is judged there once and the other checks are UNSUPPORTED pointing at it.
+  /// Without one (a selection that leaves refusal out), every check fails with the refusal, so
+  /// that a kernel refusing what it declares can never pass silently.
+  bool refusal_row = false;
 };
 
 /// Shared state of one (kernel, recipe, problem, dist, seed) group. Not thread-safe: one
