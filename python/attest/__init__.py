@@ -28,10 +28,11 @@ import numpy as np
 
 from . import _bridge as B
 from . import _native as N
+from ._device import DeviceResult, device_case, device_ladder
 from ._native import AttestError, Unsupported
 
 __all__ = ["gate", "run_case", "pair", "merge", "ladder", "cpp_kernel", "list_items", "GateResult", "AttestError",
-           "Unsupported", "format_ladder"]
+           "Unsupported", "format_ladder", "device_case", "device_ladder", "DeviceResult"]
 
 _BOUND: dict[str, B.Bound] = {}
 

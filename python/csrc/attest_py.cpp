@@ -378,8 +378,12 @@ int attest_py_call(const char* request_json, char** reply) {
       j = py::op_kernel_info(req);
     } else if (op == "supports") {
       j = py::op_supports(req);
+    } else if (op == "ladder_verdict") {
+      j = py::op_ladder_verdict(req, rc);
+    } else if (py::is_device_op(op)) {
+      j = py::op_device(op, req, rc);
     } else {
-      throw Error("op '" + op + "' is not one of gate, run_case, list, merge, ladder, pair, kernel_info, supports");
+      throw Error("op '" + op + "' is not one of gate, run_case, list, merge, ladder, ladder_verdict, pair, kernel_info, supports, device_*");
     }
     if (reply != nullptr) *reply = py::dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return rc;

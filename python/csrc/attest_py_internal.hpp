@@ -6,7 +6,10 @@
 
 #include "attest/conformance/suite.hpp"
 #include "attest/conformance/tolerance.hpp"
+#include "attest/conformance/verdict.hpp"
+#include "attest/core/tensor.hpp"
 #include "attest/kernels/kernel.hpp"
+#include "attest/metrics/tensor_metrics.hpp"
 
 namespace attest::py {
 
@@ -19,5 +22,28 @@ const conformance::ToleranceTable& tolerances(const nlohmann::json& req, conform
 nlohmann::json op_merge(const nlohmann::json& req, int& rc);
 nlohmann::json op_ladder(const nlohmann::json& req, int& rc);
 nlohmann::json op_pair(const nlohmann::json& req, int& rc);
+
+}  // namespace attest::py
+
+namespace attest::py {
+
+// Helpers shared by the studies and the device-resident path (attest_py_studies.cpp).
+Tensor concat_rows(const std::vector<Tensor>& parts);  ///< along dimension 1 of [B,s_i,H,D] f32 tensors
+Tensor to_f64(const Tensor& t);
+nlohmann::json comparison_json(const metrics::Comparison& c);
+conformance::Result make_result(const conformance::Case& c, const std::string& check, conformance::Outcome o,
+                                double seconds);
+conformance::Case case_from(const nlohmann::json& req, const std::string& kernel_key = "kernel");
+
+// attest_py_device.cpp: the device-resident path (docs/python.md "Device-resident cases").
+// `op` is one of device_info, device_plan, device_generate, device_judge, device_same.
+bool is_device_op(const std::string& op);
+nlohmann::json op_device(const std::string& op, const nlohmann::json& req, int& rc);
+// The ladder's slope verdict over per-length rel_l2 of kernel, budget and floor (op_ladder and
+// the device ladder, op ladder_verdict).
+nlohmann::json ladder_slope(const std::vector<double>& xs, const std::vector<double>& ek, const std::vector<double>& eb,
+                            const std::vector<double>& ef, double margin, bool any_fail, std::string& verdict,
+                            std::string& reason);
+nlohmann::json op_ladder_verdict(const nlohmann::json& req, int& rc);
 
 }  // namespace attest::py

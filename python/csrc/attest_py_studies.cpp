@@ -35,7 +35,6 @@
 #include "attest_py_internal.hpp"
 
 namespace attest::py {
-namespace {
 
 using nlohmann::json;
 using conformance::Outcome;
@@ -98,7 +97,7 @@ Result make_result(const conformance::Case& c, const std::string& check, Outcome
   return r;
 }
 
-conformance::Case case_from(const json& req, const std::string& kernel_key = "kernel") {
+conformance::Case case_from(const json& req, const std::string& kernel_key) {
   conformance::Case c;
   c.kernel = req.at(kernel_key).get<std::string>();
   c.recipe = parse_recipe(req.at("recipe").get<std::string>());
@@ -107,6 +106,10 @@ conformance::Case case_from(const json& req, const std::string& kernel_key = "ke
   c.seed = req.value("seed", std::uint64_t{1});
   return c;
 }
+
+namespace {
+
+
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -194,6 +197,57 @@ Fit loglog_fit(const std::vector<double>& x, const std::vector<double>& y) {
 }
 
 }  // namespace
+
+json ladder_slope(const std::vector<double>& xs, const std::vector<double>& ek, const std::vector<double>& eb,
+                  const std::vector<double>& ef, double margin, bool any_fail, std::string& verdict, std::string& reason) {
+  const Fit fk = loglog_fit(xs, ek), fb = loglog_fit(xs, eb), ff = loglog_fit(xs, ef);
+  // The threshold follows the emulator: a recipe whose own error grows with L (a per-tensor
+  // scale over more tokens) lets the kernel grow as much; the margin absorbs the scatter of a
+  // fit over a handful of lengths. Larger slopes are the signature of error that accumulates
+  // per KV block.
+  const double ref_slope = std::max(std::isfinite(fb.slope) ? fb.slope : 0.0, std::isfinite(ff.slope) ? ff.slope : 0.0);
+  const double threshold = ref_slope + margin;
+  json slope{{"kernel", std::isfinite(fk.slope) ? json(fk.slope) : json("nan")},
+             {"budget", std::isfinite(fb.slope) ? json(fb.slope) : json("nan")},
+             {"floor", std::isfinite(ff.slope) ? json(ff.slope) : json("nan")},
+             {"margin", margin},
+             {"threshold", threshold},
+             {"lengths_fitted", xs.size()}};
+  verdict = "passed";
+  reason.clear();
+  if (xs.size() < 3) {
+    verdict = "unsupported";
+    reason = fmt::format("only {} lengths measured: no slope", xs.size());
+  } else if (!std::isfinite(fk.slope) || fk.slope > threshold) {
+    verdict = "failed";
+    reason = fmt::format("error grows with length: log-log slope {:.3f} > {:.3f} (emulator/floor slope {:.3f} + margin {})",
+                         fk.slope, threshold, ref_slope, margin);
+  } else if (any_fail) {
+    verdict = "failed";
+    reason = "a length failed its accuracy bound";
+  }
+  return slope;
+}
+
+// The device ladder's verdict (python/attest ladder(device_resident=True)): each length judged by
+// device_judge, the slope over the lengths here, by the same rule as op_ladder.
+json op_ladder_verdict(const json& req, int& rc) {
+  std::vector<double> xs, ek, eb, ef;
+  bool any_fail = false;
+  for (const auto& e : req.at("table")) {
+    const auto v = e.value("verdict", std::string());
+    if (v != "passed" && v != "unsupported") any_fail = true;
+    if (!e.contains("rel_l2")) continue;
+    xs.push_back(e.at("length").get<double>());
+    ek.push_back(e.at("rel_l2").get<double>());
+    eb.push_back(e.at("budget_rel_l2").get<double>());
+    ef.push_back(e.at("floor_rel_l2").get<double>());
+  }
+  std::string verdict, reason;
+  const json slope = ladder_slope(xs, ek, eb, ef, req.value("slope_margin", 0.15), any_fail, verdict, reason);
+  rc = verdict != "passed" && verdict != "unsupported" ? 1 : 0;
+  return json{{"slope", slope}, {"verdict", verdict}, {"reason", reason}, {"exit_code", rc}};
+}
 
 json op_merge(const json& req, int& rc) {
   const auto c = case_from(req);
@@ -351,31 +405,8 @@ json op_ladder(const json& req, int& rc) {
     entry["seconds"] = seconds_since(t0);
     table.push_back(entry);
   }
-  const Fit fk = loglog_fit(xs, ek), fb = loglog_fit(xs, eb), ff = loglog_fit(xs, ef);
-  // The threshold follows the emulator: a recipe whose own error grows with L (a per-tensor
-  // scale over more tokens) lets the kernel grow as much; the margin absorbs the scatter of a
-  // fit over a handful of lengths. Larger slopes are the signature of error that accumulates
-  // per KV block.
-  const double ref_slope = std::max(std::isfinite(fb.slope) ? fb.slope : 0.0, std::isfinite(ff.slope) ? ff.slope : 0.0);
-  const double threshold = ref_slope + margin;
-  json slope{{"kernel", std::isfinite(fk.slope) ? json(fk.slope) : json("nan")},
-             {"budget", std::isfinite(fb.slope) ? json(fb.slope) : json("nan")},
-             {"floor", std::isfinite(ff.slope) ? json(ff.slope) : json("nan")},
-             {"margin", margin},
-             {"threshold", threshold},
-             {"lengths_fitted", xs.size()}};
-  std::string verdict = "passed", reason;
-  if (xs.size() < 3) {
-    verdict = "unsupported";
-    reason = fmt::format("only {} lengths measured: no slope", xs.size());
-  } else if (!std::isfinite(fk.slope) || fk.slope > threshold) {
-    verdict = "failed";
-    reason = fmt::format("error grows with length: log-log slope {:.3f} > {:.3f} (emulator/floor slope {:.3f} + margin {})",
-                         fk.slope, threshold, ref_slope, margin);
-  } else if (any_fail) {
-    verdict = "failed";
-    reason = "a length failed its accuracy bound";
-  }
+  std::string verdict, reason;
+  const json slope = ladder_slope(xs, ek, eb, ef, margin, any_fail, verdict, reason);
   if (verdict != "passed" && verdict != "unsupported") rc = 1;
   return json{{"kernel", kname},   {"recipe", recipe_label(recipe)}, {"table", table}, {"slope", slope},
               {"verdict", verdict}, {"reason", reason},               {"exit_code", rc}};

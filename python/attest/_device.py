@@ -1,0 +1,289 @@
+"""Device-resident cases (docs/python.md "Device-resident cases"): real shapes at GPU speed.
+
+The gate's callback path (_bridge.py) hands the callable host tensors and copies them to the
+GPU and back on every call; fine for toy shapes, hopeless at 75k tokens. Here the tensors live
+where the kernel runs, from the start:
+
+  1. q, k, v are allocated as float32 [B,S,H,D] on the kernel's device and filled by attest
+     (op device_generate: the case's Philox streams on the GPU, bit-identical to the CPU
+     generator, so a case id means the same tensors on either side);
+  2. they are cast to the kernel's dtype on the device (round to nearest even, what the cast
+     recipes' input quantizers do) and handed to the callable in its layout (views, no copy);
+  3. the output is judged where it lives (op device_judge): the FP64 reference (gpu.ref64 on the
+     same device buffers) and the recipe emulator with its floor twin on a seeded sample of
+     (batch, head, query-row block) slices, judged by the gate's own accuracy rule, plus a NaN/Inf
+     scan of the whole output on the device; reruns and call paths are compared bit for bit on
+     the device (op device_same). Only figures and the sampled rows reach the host.
+
+Verdicts are the C++ library's; this module only allocates, calls and times. Every tensor crosses
+as a view {ptr, dtype, shape, strides, device} of the framework's memory (torch data_ptr/stride).
+With device="cpu" the same path runs on host tensors (the CPU generator and reference): CI checks
+it that way.
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional, Sequence
+
+from . import _bridge as B
+from . import _native as N
+
+DEFAULT_SAMPLE_ROWS = 64
+DEFAULT_SAMPLE_MACS = 2 ** 33  # multiply-adds of the sampled emulation: ~10 s of the CPU emulator at most (docs)
+_DTYPE_CODE = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
+
+
+def _torch():
+    import torch  # noqa: PLC0415
+
+    return torch
+
+
+def view(t, logical=None) -> dict:
+    """A framework tensor as the C library reads it: pointer, dtype, logical 4-D shape and element
+    strides, and whether it is device memory. No copy."""
+    t = t if logical is None else logical
+    name = str(t.dtype).replace("torch.", "")
+    if name not in _DTYPE_CODE:
+        raise N.AttestError(f"tensor dtype {t.dtype} is not float32, bfloat16 or float16")
+    if t.dim() != 4:
+        raise N.AttestError(f"tensor of rank {t.dim()} where 4 is expected ([B,S,H,D])")
+    return {"ptr": int(t.data_ptr()), "dtype": _DTYPE_CODE[name], "shape": list(t.shape), "strides": list(t.stride()),
+            "device": t.device.type != "cpu"}
+
+
+def parse_descriptor(descriptor: str) -> dict:
+    """key=value fields of a case descriptor (kernel, recipe, problem, dist, seed; check is ignored)."""
+    fields = {}
+    for tok in descriptor.split():
+        if "=" not in tok:
+            raise N.AttestError(f"descriptor '{descriptor}': token '{tok}' is not key=value")
+        k, v = tok.split("=", 1)
+        fields[k] = v
+    for k in ("problem",):
+        if k not in fields:
+            raise N.AttestError(f"descriptor '{descriptor}': no {k}=")
+    return fields
+
+
+@dataclass
+class DeviceResult:
+    """One device-resident case: the C++ result rows (the gate's JSON rows) and the timings."""
+
+    descriptor: str
+    rows: list
+    exit_code: int
+    stats: dict = field(default_factory=dict)
+
+    @property
+    def passed(self) -> bool:
+        return self.exit_code == 0
+
+    def failures(self) -> list:
+        return [r for r in self.rows if r["verdict"] not in ("passed", "unsupported", "accepted")]
+
+    def repro_line(self) -> str:
+        s = self.stats.get("sample_repro", "")
+        return f'attest.device_case(fn, "{self.descriptor}"{", " + s.replace(" ", ", ") if s else ""})'
+
+    def markdown(self) -> str:
+        lines = ["| check | verdict | reason |", "|---|---|---|"]
+        for r in self.rows:
+            lines.append(f"| {r['check']} | {r['verdict'].upper()} | {(r.get('reason') or '').replace('|', '/')[:300]} |")
+        smp = self.stats.get("sample")
+        if smp:
+            lines.append("")
+            lines.append(f"sample: {smp['slices']} blocks of {smp['rows_per_block']} query rows "
+                         f"({smp['rows_sampled']} of {smp['rows_total']} rows, {'complete' if smp['complete'] else 'sampled'}), "
+                         f"KV tiles covered {smp['kv_tiles_covered']}/{smp['kv_tiles']}, seed {smp['seed']}")
+        lines.append(f"repro: `{self.repro_line()}`")
+        return "\n".join(lines)
+
+
+def _kernel_out(res):
+    if isinstance(res, (tuple, list)):
+        return res[0]
+    return res
+
+
+def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accuracy", "determinism", "call_path"),
+                reruns: int = 2, configs: Sequence[str] = ("contig", "graph"), layout: str = "bhsd",
+                dtype: Optional[str] = None, contract: str = "accuracy", device: str = "cuda",
+                sample_rows: int = DEFAULT_SAMPLE_ROWS, sample_macs: float = DEFAULT_SAMPLE_MACS,
+                tolerances: Optional[str] = None, name: Optional[str] = None, kwargs: Optional[dict] = None) -> DeviceResult:
+    """Runs one case on device-resident tensors and returns the C++ verdicts.
+
+    descriptor: "recipe=bf16 problem=b1h40s75600d128 dist=normal seed=1" (kernel= optional).
+    checks: accuracy (sampled FP64 + emulator noise floor; "bitwise" too when contract="bitwise"),
+    determinism (`reruns` further calls, bit for bit), call_path (`configs`: contig = inputs made
+    contiguous in the declared layout, graph = CUDA graph capture and replay; CUDA only)."""
+    torch = _torch()
+    t_start = time.perf_counter()
+    f = parse_descriptor(descriptor)
+    recipe = f.get("recipe", "bf16")
+    kernel = f.get("kernel") or f"py.{re.sub(r'[^A-Za-z0-9_.-]', '_', name or getattr(fn, '__name__', 'fn'))}"
+    seed = int(f.get("seed", 1))
+    dist = f.get("dist", "normal")
+    base = {"kernel": kernel, "recipe": recipe, "problem": f["problem"], "dist": dist, "seed": seed}
+    desc = " ".join(f"{k}={v}" for k, v in base.items())
+    if tolerances:
+        base_tol = {"tolerances": str(tolerances)}
+    else:
+        base_tol = {}
+    if layout not in ("bhsd", "bshd"):
+        raise N.AttestError(f"layout '{layout}' is not bhsd or bshd")
+    unknown = set(checks) - {"accuracy", "bitwise", "determinism", "call_path"}
+    if unknown:
+        raise N.AttestError(f"checks {sorted(unknown)} are not accuracy, bitwise, determinism or call_path")
+    if device != "cpu" and not torch.cuda.is_available():
+        raise N.AttestError(f"device '{device}': torch sees no CUDA device")
+    _, plan = N.call("device_plan", problem=f["problem"], recipe=recipe, seed=seed, sample_rows=sample_rows,
+                     sample_macs=float(sample_macs))
+    p = plan["problem"]
+    stats = {"problem": p, "sample": plan.get("sample"), "kernel_s": 0.0, "calls": 0}
+    if "refusal" in plan:  # judged as unsupported by the library (same reason), nothing allocated
+        _, rep = N.call("device_judge", **base, **base_tol, checks=[c for c in checks if c in ("accuracy", "bitwise")] or ["accuracy"],
+                        sample_rows=sample_rows, sample_macs=float(sample_macs))
+        return DeviceResult(desc, rep["results"], rep["exit_code"], stats)
+    stats["sample_repro"] = plan["sample"]["repro"]
+    dt = getattr(torch, dtype or B.default_dtype(recipe))
+    dev = torch.device(device)
+    B_, S, T, H, Hk, D, Dv = p["batch"], p["seqlen_q"], p["seqlen_kv"], p["heads_q"], p["heads_kv"], p["head_dim"], p["head_dim_v"]
+    cuda = dev.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        mem0 = torch.cuda.memory_allocated()
+    t0 = time.perf_counter()
+    q32 = torch.empty(B_, S, H, D, dtype=torch.float32, device=dev)
+    k32 = torch.empty(B_, T, Hk, D, dtype=torch.float32, device=dev)
+    v32 = torch.empty(B_, T, Hk, Dv, dtype=torch.float32, device=dev)
+    N.call("device_generate", problem=f["problem"], dist=dist, seed=seed, q=view(q32), k=view(k32), v=view(v32))
+    qk, kk, vk = (x.to(dt) for x in (q32, k32, v32))
+    stats["generate_s"] = time.perf_counter() - t0
+    to_layout = (lambda x: x.permute(0, 2, 1, 3)) if layout == "bhsd" else (lambda x: x)
+    kw = dict(kwargs or {})
+    causal = p["mask"] != "none"
+
+    def call(q, k, v):
+        if cuda:
+            e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            e0.record()
+        else:
+            c0 = time.perf_counter()
+        o = _kernel_out(fn(q, k, v, causal=causal, scale=p["scale"], **kw))
+        if cuda:
+            e1.record()
+            e1.synchronize()
+            stats["kernel_s"] += e0.elapsed_time(e1) / 1e3
+        else:
+            stats["kernel_s"] += time.perf_counter() - c0
+        stats["calls"] += 1
+        return to_layout(o)  # logical [B,S,H,Dv] view of the declared layout
+
+    rows = []
+    rc = 0
+    qin, kin, vin = to_layout(qk), to_layout(kk), to_layout(vk)
+    out = call(qin, kin, vin)
+    jchecks = [c for c in checks if c in ("accuracy", "bitwise")]
+    if contract == "bitwise" and "accuracy" in checks and "bitwise" not in jchecks:
+        jchecks.append("bitwise")
+    if jchecks:
+        t0 = time.perf_counter()
+        jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, sample_rows=sample_rows,
+                          sample_macs=float(sample_macs), q=view(q32), k=view(k32), v=view(v32), out=view(out))
+        stats["judge_s"] = time.perf_counter() - t0
+        rows += rep["results"]
+        rc = max(rc, jrc)
+
+    def same(check, what, other):
+        if cuda:
+            torch.cuda.synchronize()
+        c0 = time.perf_counter()
+        src, r = N.call("device_same", **base, check=check, what=what, a=view(out), b=view(other))
+        stats["compare_s"] = stats.get("compare_s", 0.0) + time.perf_counter() - c0
+        return src, r["results"][0]
+
+    if "determinism" in checks:
+        row = None
+        for i in range(max(1, reruns)):
+            src, row = same("determinism", f"call {i + 2}", call(qin, kin, vin))
+            if src != 0:
+                break
+        rows.append(row)
+        rc = max(rc, src)
+    if "call_path" in checks:
+        row = None
+        for cfg in configs:
+            if cfg == "contig":
+                o2 = call(*(x.contiguous() for x in (qin, kin, vin)))
+            elif cfg == "graph":
+                if not cuda:
+                    continue
+                o2 = _graph_call(torch, fn, qin, kin, vin, causal, p["scale"], kw, to_layout)
+            else:
+                raise N.AttestError(f"config '{cfg}' is not contig or graph")
+            src, row = same("call_path", cfg, o2)
+            del o2
+            if src != 0:
+                break
+        if row is not None:
+            rows.append(row)
+            rc = max(rc, src)
+    if cuda:
+        torch.cuda.synchronize()
+        io = sum(x.numel() * x.element_size() for x in (qk, kk, vk)) + out.numel() * out.element_size()
+        stats["peak_mem_bytes"] = torch.cuda.max_memory_allocated() - mem0
+        stats["io_bytes"] = io
+        stats["peak_mem_over_io"] = stats["peak_mem_bytes"] / io
+    stats["wall_s"] = time.perf_counter() - t_start
+    stats["harness_s"] = stats["wall_s"] - stats["kernel_s"]
+    return DeviceResult(desc, rows, rc, stats)
+
+
+def _graph_call(torch, fn, q, k, v, causal, scale, kw, to_layout):
+    """The call captured into a CUDA graph on a side stream (warm-up first, as torch requires) and
+    replayed once; the captured output is returned (it must equal eager)."""
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _kernel_out(fn(q, k, v, causal=causal, scale=scale, **kw))
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        o = _kernel_out(fn(q, k, v, causal=causal, scale=scale, **kw))
+    o.fill_(float("nan"))
+    g.replay()
+    torch.cuda.synchronize()
+    return to_layout(o)
+
+
+def device_ladder(fn: Callable, *, recipe: str = "bf16", lengths: Sequence[int] = (1024, 4096, 16384, 65536, 131072),
+                  heads: int = 2, head_dim: int = 128, rows: int = 128, blocks: int = 4, slope_margin: float = 0.15,
+                  dist: str = "normal", seed: int = 1, device: str = "cuda", name: Optional[str] = None,
+                  **kw) -> dict:
+    """The sequence-length ladder (attest.ladder) on device-resident tensors: per length the
+    accuracy of `blocks` sampled blocks of `rows` query rows against all keys (device_case), then
+    the C++ slope verdict (op ladder_verdict) over the lengths."""
+    table = []
+    t0 = time.perf_counter()
+    for L in lengths:
+        desc = f"recipe={recipe} problem=b1h{heads}s{L}d{head_dim} dist={dist} seed={seed}"
+        macs = blocks * rows * L * 2 * head_dim  # exactly `blocks` blocks of `rows` rows against L keys
+        r = device_case(fn, desc, checks=("accuracy",), device=device, sample_rows=rows, sample_macs=macs,
+                        name=name or "ladder", **kw)
+        row = r.rows[0]
+        e = {"length": L, "kv_tiles": (r.stats.get("sample") or {}).get("kv_tiles"), "verdict": row["verdict"],
+             "reason": row.get("reason", ""), "seconds": r.stats["wall_s"], "kernel_seconds": r.stats["kernel_s"]}
+        fig = row.get("figures", {}).get("out", {})
+        if "measured" in fig:
+            e.update(rel_l2=fig["measured"]["rel_l2"], budget_rel_l2=fig["budget"]["rel_l2"],
+                     floor_rel_l2=fig["floor"]["rel_l2"], max_abs=fig["measured"]["max_abs"],
+                     rows_sampled=(r.stats.get("sample") or {}).get("rows_sampled"))
+        table.append(e)
+    _, v = N.call("ladder_verdict", table=table, slope_margin=slope_margin)
+    return {"kernel": name or "ladder", "recipe": recipe, "table": table, "slope": v["slope"], "verdict": v["verdict"],
+            "reason": v["reason"], "exit_code": v["exit_code"], "seconds": time.perf_counter() - t0}

@@ -1,0 +1,151 @@
+"""The device-resident path (issue 26) on host tensors: the same C++ code that judges device
+buffers on a GPU (sampling, the gate's accuracy rule on the sample, the whole-output NaN/Inf scan,
+bitwise comparisons of reruns and call paths), fed torch CPU tensors. The control kernel is
+attention in float64 rounded once to the input dtype (bits independent of the CPU); the planted
+bugs wrap it. Each test asserts attest's conclusion about what the wrapper did."""
+import itertools
+
+import pytest
+import torch
+
+import attest
+from attest import _native as N
+
+
+def exact(q, k, v, *, causal, scale):
+    """The correct control kernel: attention in float64, rounded once to the input dtype."""
+    q64, k64, v64 = (x.double() for x in (q, k, v))
+    s = (q64 @ k64.transpose(-1, -2)) * scale
+    if causal:
+        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+    return (torch.softmax(s, -1) @ v64).to(q.dtype)
+
+
+def case(fn, problem, **kw):
+    kw.setdefault("sample_macs", 2 ** 22)
+    return attest.device_case(fn, f"recipe=bf16 problem={problem} dist=normal seed=1", device="cpu", **kw)
+
+
+def verdicts(res):
+    return {r["check"]: r["verdict"] for r in res.rows}
+
+
+def plan(problem, **kw):
+    args = dict(recipe="bf16", seed=1, sample_rows=64, sample_macs=2.0 ** 22)
+    args.update(kw)
+    return N.call("device_plan", problem=problem, **args)[1]
+
+
+def test_small_problem_is_judged_completely():
+    p = plan("b2h2s200d64", sample_macs=2.0 ** 30)
+    s = p["sample"]
+    # 200 rows in blocks of 64: 4 blocks per (batch, head), every one of them.
+    assert s["complete"] and s["slices"] == 2 * 2 * 4 and s["rows_sampled"] == s["rows_total"] == 800
+    assert s["macs_sampled"] == s["macs_total"] == 2 * 2 * 200 * 200 * 128
+
+
+def test_large_problem_sample_covers_every_kv_tile_and_is_named_by_its_seed():
+    a = plan("b2h8s3000d64", seed=7, sample_macs=2.0 ** 27)["sample"]
+    assert not a["complete"]
+    blocks = [tuple(b) for b in a["blocks"]]
+    # First block of (batch 0, head 0) and the last (partial) block of the last head: every key
+    # and the partial last KV tile are seen.
+    assert (0, 0, 0, 64) in blocks and (1, 7, 2944, 3000) in blocks
+    assert a["kv_tiles"] == a["kv_tiles_covered"] == (3000 + 63) // 64
+    assert a["macs_sampled"] <= a["max_macs"]
+    assert a["macs_sampled"] == sum((r1 - r0) * 3000 * 128 for _, _, r0, r1 in blocks)
+    assert len(blocks) > 2  # random blocks beyond the two fixed ones
+    assert plan("b2h8s3000d64", seed=7, sample_macs=2.0 ** 27)["sample"]["blocks"] == a["blocks"]  # a seed names one sample
+    assert plan("b2h8s3000d64", seed=8, sample_macs=2.0 ** 27)["sample"]["blocks"] != a["blocks"]
+    # Causal: the last block's rows see every key, so the tiles are still all covered.
+    c = plan("b1h4s3000d64:mask=causal_tl")["sample"]
+    assert c["kv_tiles_covered"] == c["kv_tiles"]
+
+
+def test_refusals_name_the_reason():
+    r = plan("b1h2s256d64", recipe="sage_int8_fp8_perblock")
+    assert "element-wise cast" in r["refusal"]
+    r = plan("b1h2s300t200d64:mask=causal_tl")
+    assert "clips the key range" in r["refusal"]
+    res = attest.device_case(exact, "recipe=fp8_fp8 problem=b1h2s128d64", device="cpu")
+    assert verdicts(res) == {"accuracy": "unsupported"} and res.passed
+    with pytest.raises(attest.AttestError, match="sample_rows 0 is not >= 1"):
+        plan("b1h2s256d64", sample_rows=0)
+
+
+def test_control_kernel_passes_sampled_and_complete():
+    for problem, macs in (("b1h4s700d64", 2 ** 22), ("b2h2s96d64", 2 ** 30), ("b1h2s512d64:mask=causal_tl", 2 ** 22)):
+        res = case(exact, problem, sample_macs=macs)
+        assert res.passed, res.markdown()
+        assert verdicts(res) == {"accuracy": "passed", "determinism": "passed", "call_path": "passed"}
+
+
+def test_complete_sample_gives_the_gates_accuracy_figures():
+    """Same case id, same tensors, same rule: on a problem small enough to be judged completely the
+    device path's accuracy figures equal the C++ gate's (CPU callback path)."""
+    res = case(exact, "b1h2s130d64", sample_macs=2 ** 30, checks=("accuracy",))
+    assert res.stats["sample"]["complete"]
+    dev = res.rows[0]["figures"]["out"]
+    rc, rows, _ = attest.run_case(exact, "kernel=py.exact recipe=bf16 problem=b1h2s130d64 dist=normal seed=1 check=accuracy",
+                                  reruns=1, dtype="bfloat16")
+    gate = rows[0]["figures"]["out"]
+    for part in ("measured", "budget", "floor"):
+        assert dev[part]["max_abs"] == gate[part]["max_abs"], part
+        assert dev[part]["rel_l2"] == pytest.approx(gate[part]["rel_l2"], rel=1e-12), part
+
+
+def drops_last_key(q, k, v, *, causal, scale):
+    return exact(q, k[:, :, :-1], v[:, :, :-1], causal=causal, scale=scale)
+
+
+def nan_outside_the_sample(q, k, v, *, causal, scale):
+    o = exact(q, k, v, causal=causal, scale=scale)
+    o[0, 0, 500] = float("nan")  # head 0, query row 500: not in the sampled blocks of this case
+    return o
+
+
+def test_planted_accuracy_bug_fails_and_nan_outside_the_sample_is_caught():
+    res = case(drops_last_key, "b1h2s1000d64")
+    assert verdicts(res)["accuracy"] == "failed", res.markdown()
+    res = case(nan_outside_the_sample, "b1h2s1000d64")
+    sampled = [tuple(b) for b in res.stats["sample"]["blocks"]]
+    assert not any(h == 0 and r0 <= 500 < r1 for _, h, r0, r1 in sampled)
+    row = res.rows[0]
+    assert row["verdict"] == "mistrusted" and "64 NaN/Inf elements (first at [0,500,0,0])" in row["reason"]
+
+
+def test_rerun_and_call_path_differences_are_located():
+    calls = itertools.count()
+
+    def flips_second_call(q, k, v, *, causal, scale):
+        o = exact(q, k, v, causal=causal, scale=scale)
+        if next(calls) == 1:
+            o[0, 1, 7, 3] += 0.25  # bhsd: head 1, row 7, channel 3
+        return o
+
+    def contiguity_dependent(q, k, v, *, causal, scale):
+        o = exact(q, k, v, causal=causal, scale=scale)
+        return o * 1.0078125 if q.is_contiguous() else o  # a different path for contiguous inputs
+
+    res = case(flips_second_call, "b1h2s256d64", checks=("determinism",))
+    r = res.rows[0]
+    assert r["verdict"] == "failed" and "call 2: 1 of 32768 output elements differ" in r["reason"]
+    assert "first at [0,7,1,3]" in r["reason"]
+    res = case(contiguity_dependent, "b1h2s256d64", checks=("call_path",))
+    assert res.rows[0]["verdict"] == "failed" and res.rows[0]["reason"].startswith("contig:")
+
+
+def test_ladder_slope_verdict_over_device_lengths():
+    def accumulates_in_bf16(q, k, v, *, causal, scale):
+        # P.V summed in bfloat16 key by key: the error grows with the number of keys.
+        p = torch.softmax((q.double() @ k.double().transpose(-1, -2)) * scale, -1).to(torch.bfloat16)
+        acc = torch.zeros(q.shape[:-1] + (v.shape[-1],), dtype=torch.bfloat16)
+        for j in range(0, k.shape[2], 16):
+            acc = (acc.double() + p[..., j:j + 16].double() @ v[:, :, j:j + 16].double()).to(torch.bfloat16)
+        return acc
+
+    kw = dict(lengths=(128, 256, 512, 1024), heads=1, head_dim=64, rows=32, blocks=2, device="cpu")
+    good = attest.device_ladder(exact, **kw)
+    assert good["verdict"] == "passed", good
+    bad = attest.device_ladder(accumulates_in_bf16, **kw)
+    assert bad["verdict"] == "failed", bad
