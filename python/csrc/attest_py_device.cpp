@@ -32,6 +32,7 @@
 
 #include "attest/conformance/accuracy.hpp"
 #include "attest/conformance/case.hpp"
+#include "attest/conformance/check.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/distributions.hpp"
 #include "attest/metrics/tensor_metrics.hpp"
@@ -457,12 +458,21 @@ json op_judge(const json& req, int& rc) {
 
   Recipe er = c.recipe;
   if (er.exp2 == Exp2Policy::hw) er.exp2 = Exp2Policy::cr;  // as the gate's Context (no bitwise model of hw exp2)
-  double t_gather = 0, t_ref = 0, t_emu = 0;
-  std::vector<Tensor> kt, rt, eo, eu, fo, fu;
+  double t_gather = 0, t_ref = 0;
+  // Per slice: its rows of q, out and the reference, its keys (gathered from the caller's
+  // buffers), and the sub-problem (one head, rows [r0, r1), keys [0, kend)).
+  struct Part {
+    Problem ps;
+    Tensor qh, kh, vh;
+  };
+  std::vector<Part> parts;
+  std::vector<Tensor> kt, rt;
   const i64 group = p.heads_q / p.heads_kv;
   for (const auto& s : plan.slices) {
     const i64 g = s.h / group, n = s.r1 - s.r0;
-    Problem ps = p;
+    Part part;
+    Problem& ps = part.ps;
+    ps = p;
     ps.batch = 1;
     ps.heads_q = ps.heads_kv = 1;
     ps.seqlen_q = n;
@@ -470,23 +480,56 @@ json op_judge(const json& req, int& rc) {
     ps.mask = p.mask == Mask::none ? Mask::none : Mask::causal_br;
     ps.softmax_scale = p.scale();
     auto t0 = std::chrono::steady_clock::now();
-    const Tensor qh = gather(q, {s.b, s.r0, s.h, 0}, {s.b + 1, s.r1, s.h + 1, p.head_dim});
-    const Tensor kh = gather(k, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim});
-    const Tensor vh = gather(v, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim_v});
+    part.qh = gather(q, {s.b, s.r0, s.h, 0}, {s.b + 1, s.r1, s.h + 1, p.head_dim});
+    part.kh = gather(k, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim});
+    part.vh = gather(v, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim_v});
     kt.push_back(gather(out, {s.b, s.r0, s.h, 0}, {s.b + 1, s.r1, s.h + 1, p.head_dim_v}));
     t_gather += since(t0);
     t0 = std::chrono::steady_clock::now();
-    rt.push_back(slice_reference(ps, q, k, v, s, g, qh, kh, vh));
+    rt.push_back(slice_reference(ps, q, k, v, s, g, part.qh, part.kh, part.vh));
     t_ref += since(t0);
-    t0 = std::chrono::steady_clock::now();
-    auto e = ref::emulate(ps, er, qh, kh, vh);
-    auto f = ref::emulate(ps, er, qh, kh, vh, ref::floor_twin());
-    t_emu += since(t0);
-    eo.push_back(std::move(e.out));
-    eu.push_back(std::move(e.out_unrounded));
-    fo.push_back(std::move(f.out));
-    fu.push_back(std::move(f.out_unrounded));
+    parts.push_back(std::move(part));
   }
+  // The emulator and its floor twin on chunks of kEmuRows rows, in parallel: rows are independent
+  // in the emulator (each walks its own keys), and a slice alone would keep one core busy
+  // (ref::emulate parallelises over query tiles, of which a slice has one or two).
+  constexpr i64 kEmuRows = 8;
+  struct Chunk {
+    std::size_t part;
+    i64 a, b;
+  };
+  std::vector<Chunk> chunks;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    for (i64 a = 0; a < parts[i].ps.seqlen_q; a += kEmuRows) chunks.push_back({i, a, std::min(parts[i].ps.seqlen_q, a + kEmuRows)});
+  std::vector<Tensor> eo(chunks.size()), eu(chunks.size()), fo(chunks.size()), fu(chunks.size());
+  std::string emu_error;
+  auto t0e = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+    try {
+      const Chunk& ch = chunks[ci];
+      const Part& part = parts[ch.part];
+      Problem pc = part.ps;
+      pc.seqlen_q = ch.b - ch.a;
+      // causal_br keeps row r seeing keys [0, r + kend - n]: the chunk's last row ends
+      // (n - b) keys before the slice's.
+      pc.seqlen_kv = pc.mask == Mask::none ? part.ps.seqlen_kv : part.ps.seqlen_kv - (part.ps.seqlen_q - ch.b);
+      const Tensor qc = conformance::token_slice(part.qh, ch.a, ch.b);
+      const Tensor kc = conformance::token_slice(part.kh, 0, pc.seqlen_kv);
+      const Tensor vc = conformance::token_slice(part.vh, 0, pc.seqlen_kv);
+      auto e = ref::emulate(pc, er, qc, kc, vc);
+      auto f = ref::emulate(pc, er, qc, kc, vc, ref::floor_twin());
+      eo[ci] = std::move(e.out);
+      eu[ci] = std::move(e.out_unrounded);
+      fo[ci] = std::move(f.out);
+      fu[ci] = std::move(f.out_unrounded);
+    } catch (const std::exception& e) {
+#pragma omp critical
+      if (emu_error.empty()) emu_error = e.what();
+    }
+  }
+  if (!emu_error.empty()) throw Error("emulator: " + emu_error);
+  const double t_emu = since(t0e);
   ref::AttentionOutput ref;
   ref.out = concat_f64(rt);
   ref::EmulatorOutput emu, rev;
