@@ -75,6 +75,14 @@ __global__ void gather_kernel(View4 s, i64 lo0, i64 lo1, i64 lo2, i64 lo3, i64 n
   }
 }
 
+// One scratch per host thread, grown on demand: a gated call compares once per rerun, and a
+// cudaMalloc/cudaFree pair per comparison cost more than the comparison itself (about 0.5 ms).
+DeviceBuffer& scratch(std::size_t bytes) {
+  thread_local DeviceBuffer buf;
+  if (buf.bytes() < bytes) buf = DeviceBuffer(bytes);
+  return buf;
+}
+
 int grid_for(i64 n) {
   const i64 blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
@@ -94,7 +102,7 @@ CmpFigures compare_device(const View4& a, const View4& b) {
   CmpFigures f;
   f.count = n;
   if (n == 0) return f;
-  DeviceBuffer acc(sizeof(Acc));
+  DeviceBuffer& acc = scratch(sizeof(Acc));
   const Acc init{0, 0, ~0ull, 0};
   acc.upload(&init, sizeof(init));
   compare_kernel<<<grid_for(n), 256>>>(a, b, n, acc.as<Acc>());
@@ -118,7 +126,7 @@ void gather_f32(const View4& src, const std::int64_t lo[4], const std::int64_t h
   }
   const i64 n = ext[0] * ext[1] * ext[2] * ext[3];
   if (n == 0) return;
-  DeviceBuffer tmp(static_cast<std::size_t>(n) * sizeof(float));
+  DeviceBuffer& tmp = scratch(static_cast<std::size_t>(n) * sizeof(float));
   gather_kernel<<<grid_for(n), 256>>>(src, lo[0], lo[1], lo[2], lo[3], ext[1], ext[2], ext[3], n, tmp.as<float>());
   ATTEST_GPU_CHECK_LAUNCH();
   tmp.download(host_out, static_cast<std::size_t>(n) * sizeof(float));

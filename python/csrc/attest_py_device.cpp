@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <random>
 #include <set>
 #include <string>
@@ -467,6 +468,7 @@ json op_judge(const json& req, int& rc) {
   };
   std::vector<Part> parts;
   std::vector<Tensor> kt, rt;
+  std::map<std::tuple<i64, i64, i64>, std::pair<Tensor, Tensor>> keys;
   const i64 group = p.heads_q / p.heads_kv;
   for (const auto& s : plan.slices) {
     const i64 g = s.h / group, n = s.r1 - s.r0;
@@ -481,8 +483,13 @@ json op_judge(const json& req, int& rc) {
     ps.softmax_scale = p.scale();
     auto t0 = std::chrono::steady_clock::now();
     part.qh = gather(q, {s.b, s.r0, s.h, 0}, {s.b + 1, s.r1, s.h + 1, p.head_dim});
-    part.kh = gather(k, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim});
-    part.vh = gather(v, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim_v});
+    // Keys of (b, kv head, kend) once: slices of one head (and GQA groups) share them.
+    auto [it, fresh] = keys.try_emplace(std::tuple{s.b, g, s.kend});
+    if (fresh)
+      it->second = {gather(k, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim}),
+                    gather(v, {s.b, 0, g, 0}, {s.b + 1, s.kend, g + 1, p.head_dim_v})};
+    part.kh = it->second.first;
+    part.vh = it->second.second;
     kt.push_back(gather(out, {s.b, s.r0, s.h, 0}, {s.b + 1, s.r1, s.h + 1, p.head_dim_v}));
     t_gather += since(t0);
     t0 = std::chrono::steady_clock::now();
