@@ -440,6 +440,17 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
 
     // 4. P.V.
     float* acc = w.acc.data();
+    // Sum of Pc_j * v_j over this tile's keys [b0, b1) into sum[0, Dv), from zero, keys in
+    // processing order (reversed for the floor twin): the block partial of MX P.V and the 16-key
+    // step of pv_acc=fp16.
+    const auto block_sum = [&](std::int64_t b0, std::int64_t b1, float* sum) {
+      std::fill_n(sum, Dv, 0.0f);
+      for (std::int64_t s = 0; s < b1 - b0; ++s) {
+        const std::int64_t jj = pl.reverse ? b1 - 1 - s : b0 + s;
+        const float* vr = u.v.val.data() + (slab_kv * Tk + j0 + jj) * Dv;
+        for (std::int64_t d = 0; d < Dv; ++d) sum[d] = std::fma(Pc[jj], vr[d], sum[d]);
+      }
+    };
     if (pl.pv_fp16) {
       // pv_acc=fp16 (plan() admits it only with element-cast P and V): steps of 16 keys summed in
       // FP32, each added into an FP16 tile partial (RNE), the partial added to the FP32 accumulator
@@ -451,13 +462,8 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
       const std::int64_t nst = (n + kStep - 1) / kStep;
       for (std::int64_t si = 0; si < nst; ++si) {
         const std::int64_t st = pl.reverse ? nst - 1 - si : si;
-        const std::int64_t b0 = st * kStep, b1 = std::min(n, b0 + kStep);
-        std::fill_n(cs, Dv, 0.0f);
-        for (std::int64_t s = 0; s < b1 - b0; ++s) {
-          const std::int64_t jj = pl.reverse ? b1 - 1 - s : b0 + s;
-          const float* vr = u.v.val.data() + (slab_kv * Tk + j0 + jj) * Dv;
-          for (std::int64_t d = 0; d < Dv; ++d) cs[d] = std::fma(Pc[jj], vr[d], cs[d]);
-        }
+        const std::int64_t b0 = st * kStep;
+        block_sum(b0, std::min(n, b0 + kStep), cs);
         for (std::int64_t d = 0; d < Dv; ++d) part[d] = round_to(Format::fp16, part[d] + cs[d]);
       }
       for (std::int64_t d = 0; d < Dv; ++d) acc[d] = acc[d] + part[d];
@@ -476,14 +482,8 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
       float* bs = w.bs.data();
       for (std::int64_t bi = 0; bi < nblk; ++bi) {
         const std::int64_t b = pl.reverse ? nblk - 1 - bi : bi;
-        const std::int64_t b0 = b * pb, b1 = std::min(n, b0 + pb);
-        std::fill_n(bs, Dv, 0.0f);
-        for (std::int64_t s = 0; s < b1 - b0; ++s) {
-          const std::int64_t jj = pl.reverse ? b1 - 1 - s : b0 + s;
-          const float pj = Pc[jj];
-          const float* vr = u.v.val.data() + (slab_kv * Tk + j0 + jj) * Dv;
-          for (std::int64_t d = 0; d < Dv; ++d) bs[d] = std::fma(pj, vr[d], bs[d]);
-        }
+        const std::int64_t b0 = b * pb;
+        block_sum(b0, std::min(n, b0 + pb), bs);
         const int ep = pl.p_mx ? w.pexp[static_cast<std::size_t>(b)] : 0;
         const std::int64_t tb = (j0 + b0) / vb;
         for (std::int64_t d = 0; d < Dv; ++d) {

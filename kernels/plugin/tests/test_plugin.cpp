@@ -302,6 +302,11 @@ class PluginCli : public ::testing::Test {
                                           "kernel=* recipe=* problem=b2h2s33d16:mask=causal_tl dist=sink seed=2 check=accuracy,canary\n";
   }
   std::string d(const char* sub) const { return (dir_ / sub).string(); }
+  // The gate on the plugin that refuses everything it declares, with `extra` flags.
+  attest::testing::CliRun gate_refuse_all(const std::string& extra) const {
+    return sh("gate --plugin " + bad("refuse_all") + " --kernel 'plugin.bad_refuse_all.*' --cases " + d("mini.cases") + extra +
+              " --out " + d("o") + " --quiet");
+  }
   attest::testing::TempDir dir_{"plugin_cli"};
 };
 
@@ -329,8 +334,7 @@ TEST_F(PluginCli, ExamplePassesAndFaultyFailsWithARunnableReproLine) {
 // refused case inside the declarations is a failure, and each declared check with no passing
 // case fails the gate on its own.
 TEST_F(PluginCli, RefuseAllKernelFailsTheGate) {
-  const auto r = sh("gate --plugin " + bad("refuse_all") + " --kernel 'plugin.bad_refuse_all.*' --cases " + d("mini.cases") +
-                    " --out " + d("o") + " --quiet");
+  const auto r = gate_refuse_all("");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("refuses a case inside its declared recipes and capabilities: not today"), std::string::npos) << r.out;
   // One refusal, one failed row: the refusal check (it joins every template) judges each case once,
@@ -345,8 +349,7 @@ TEST_F(PluginCli, RefuseAllKernelFailsTheGate) {
 // A selection without the refusal check has no row to judge the refusal once: every selected
 // check fails with it (a kernel that refuses what it declares never passes silently).
 TEST_F(PluginCli, RefusalWithoutARefusalRowFailsEachSelectedCheck) {
-  const auto r = sh("gate --plugin " + bad("refuse_all") + " --kernel 'plugin.bad_refuse_all.*' --cases " + d("mini.cases") +
-                    " --check accuracy --out " + d("o") + " --quiet");
+  const auto r = gate_refuse_all(" --check accuracy");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("failed plugin.bad_refuse_all.k f32 accuracy: refuses a case inside its declared recipes and "
                        "capabilities: not today"),
