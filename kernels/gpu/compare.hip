@@ -42,28 +42,34 @@ __device__ inline i64 offset(const View4& v, i64 i0, i64 i1, i64 i2, i64 i3) {
   return i0 * v.stride[0] + i1 * v.stride[1] + i2 * v.stride[2] + i3 * v.stride[3];
 }
 
-__global__ void compare_kernel(View4 a, View4 b, i64 n, Acc* acc) {
-  for (i64 e = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += static_cast<i64>(gridDim.x) * blockDim.x) {
-    const i64 i3 = e % a.shape[3], i2 = (e / a.shape[3]) % a.shape[2], i1 = (e / (a.shape[3] * a.shape[2])) % a.shape[1],
-              i0 = e / (a.shape[3] * a.shape[2] * a.shape[1]);
-    const i64 oa = offset(a, i0, i1, i2, i3);
-    const float x = load(a.data, a.type, oa);
-    const bool fin = x - x == 0.0f;
-    if (!fin) atomicAdd(&acc->nonfinite_a, 1ull);
-    if (b.data == nullptr) {
-      if (!fin) atomicMin(&acc->first, static_cast<u64>(e));
-      continue;
-    }
-    const i64 ob = offset(b, i0, i1, i2, i3);
-    const bool same = a.type == b.type ? bits_of(a.data, a.type, oa) == bits_of(b.data, b.type, ob)
-                                       : __float_as_uint(x) == __float_as_uint(load(b.data, b.type, ob));
-    if (!same) {
-      atomicAdd(&acc->bit_diff, 1ull);
-      atomicMin(&acc->first, static_cast<u64>(e));
-      const float y = load(b.data, b.type, ob);
-      const float d = fabsf(x - y);
-      // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
-      if (d - d == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d)));
+// One block row per (i0, i1, i2), threads along i3: the logical index is split once per row
+// (64-bit division per element cost more than the comparison itself).
+__global__ void compare_kernel(View4 a, View4 b, i64 rows, Acc* acc) {
+  const i64 n3 = a.shape[3];
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const i64 i2 = r % a.shape[2], i1 = (r / a.shape[2]) % a.shape[1], i0 = r / (a.shape[2] * a.shape[1]);
+    const i64 ra = offset(a, i0, i1, i2, 0), rb = b.data != nullptr ? offset(b, i0, i1, i2, 0) : 0;
+    for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x) {
+      const i64 e = r * n3 + i3;
+      const i64 oa = ra + i3 * a.stride[3];
+      const float x = load(a.data, a.type, oa);
+      const bool fin = x - x == 0.0f;
+      if (!fin) atomicAdd(&acc->nonfinite_a, 1ull);
+      if (b.data == nullptr) {
+        if (!fin) atomicMin(&acc->first, static_cast<u64>(e));
+        continue;
+      }
+      const i64 ob = rb + i3 * b.stride[3];
+      const bool same = a.type == b.type ? bits_of(a.data, a.type, oa) == bits_of(b.data, b.type, ob)
+                                         : __float_as_uint(x) == __float_as_uint(load(b.data, b.type, ob));
+      if (!same) {
+        atomicAdd(&acc->bit_diff, 1ull);
+        atomicMin(&acc->first, static_cast<u64>(e));
+        const float y = load(b.data, b.type, ob);
+        const float d = fabsf(x - y);
+        // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
+        if (d - d == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d)));
+      }
     }
   }
 }
@@ -105,7 +111,9 @@ CmpFigures compare_device(const View4& a, const View4& b) {
   DeviceBuffer& acc = scratch(sizeof(Acc));
   const Acc init{0, 0, ~0ull, 0};
   acc.upload(&init, sizeof(init));
-  compare_kernel<<<grid_for(n), 256>>>(a, b, n, acc.as<Acc>());
+  const i64 rows = a.shape[0] * a.shape[1] * a.shape[2];
+  const int threads = a.shape[3] >= 256 ? 256 : a.shape[3] > 64 ? 128 : 64;
+  compare_kernel<<<static_cast<int>(rows < 1048576 ? rows : 1048576), threads>>>(a, b, rows, acc.as<Acc>());
   ATTEST_GPU_CHECK_LAUNCH();
   Acc r{};
   acc.download(&r, sizeof(r));  // synchronous: also surfaces an asynchronous fault here
