@@ -66,7 +66,7 @@ __global__ void compare_kernel(View4 a, View4 b, i64 rows, Acc* acc) {
         atomicAdd(&acc->bit_diff, 1ull);
         atomicMin(&acc->first, static_cast<u64>(e));
         const float y = load(b.data, b.type, ob);
-        const float d = fabsf(x - y);
+        const float d = __uint_as_float(__float_as_uint(x - y) & 0x7FFFFFFFu);  // |x - y| by its bits (no ocml call)
         // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
         if (d - d == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d)));
       }

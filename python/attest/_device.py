@@ -145,8 +145,9 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     p = plan["problem"]
     stats = {"problem": p, "sample": plan.get("sample"), "kernel_s": 0.0, "calls": 0}
     if "refusal" in plan:  # judged as unsupported by the library (same reason), nothing allocated
-        _, rep = N.call("device_judge", **base, **base_tol, checks=[c for c in checks if c in ("accuracy", "bitwise")] or ["accuracy"],
-                        sample_rows=sample_rows, sample_macs=float(sample_macs))
+        # Every requested check gets its UNSUPPORTED row, with the library's reason.
+        _, rep = N.call("device_judge", **base, **base_tol, checks=list(checks), sample_rows=sample_rows,
+                        sample_macs=float(sample_macs))
         return DeviceResult(desc, rep["results"], rep["exit_code"], stats)
     stats["sample_repro"] = plan["sample"]["repro"]
     dt = getattr(torch, dtype or B.default_dtype(recipe))
