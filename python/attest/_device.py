@@ -31,8 +31,6 @@ from typing import Callable, Optional, Sequence
 from . import _bridge as B
 from . import _native as N
 
-DEFAULT_SAMPLE_ROWS = 64
-DEFAULT_SAMPLE_MACS = 2 ** 33  # multiply-adds of the sampled emulation: ~10 s of the CPU emulator at most (docs)
 _DTYPE_CODE = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}
 
 
@@ -110,16 +108,20 @@ def _kernel_out(res):
 
 
 def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accuracy", "determinism", "call_path"),
-                reruns: int = 2, configs: Sequence[str] = ("contig", "graph"), layout: str = "bhsd",
-                dtype: Optional[str] = None, contract: str = "accuracy", device: str = "cuda",
-                sample_rows: int = DEFAULT_SAMPLE_ROWS, sample_macs: float = DEFAULT_SAMPLE_MACS,
+                reruns: int = 2, configs: Optional[Sequence[str]] = None, layout: str = "bhsd",
+                dtype: Optional[str] = None, contract: str = "accuracy", device: str = "cuda", causal: str = "top_left",
+                sample_rows: Optional[int] = None, sample_macs: Optional[float] = None,
                 tolerances: Optional[str] = None, name: Optional[str] = None, kwargs: Optional[dict] = None) -> DeviceResult:
     """Runs one case on device-resident tensors and returns the C++ verdicts.
 
     descriptor: "recipe=bf16 problem=b1h40s75600d128 dist=normal seed=1" (kernel= optional).
     checks: accuracy (sampled FP64 + emulator noise floor; "bitwise" too when contract="bitwise"),
     determinism (`reruns` further calls, bit for bit), call_path (`configs`: contig = inputs made
-    contiguous in the declared layout, graph = CUDA graph capture and replay; CUDA only)."""
+    contiguous in the declared layout, graph = CUDA graph capture and replay; CUDA only; default both on
+    CUDA, contig on the CPU). causal: the callable's causal convention (its one boolean means
+    top_left or bottom_right), as gate()'s declaration. sample_rows / sample_macs: None = the
+    library's defaults (64 rows, 2^33 multiply-adds). The output's LSE, if the callable returns
+    one, is not judged on this path (the gate's callback path judges it)."""
     torch = _torch()
     t_start = time.perf_counter()
     f = parse_descriptor(descriptor)
@@ -138,22 +140,32 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     unknown = set(checks) - {"accuracy", "bitwise", "determinism", "call_path"}
     if unknown:
         raise N.AttestError(f"checks {sorted(unknown)} are not accuracy, bitwise, determinism or call_path")
-    if device != "cpu" and not torch.cuda.is_available():
+    dev = torch.device(device)
+    cuda = dev.type == "cuda"
+    if cuda and not torch.cuda.is_available():
         raise N.AttestError(f"device '{device}': torch sees no CUDA device")
-    _, plan = N.call("device_plan", problem=f["problem"], recipe=recipe, seed=seed, sample_rows=sample_rows,
-                     sample_macs=float(sample_macs))
+    if cuda and (dev.index or 0) != 0:
+        # The library's own CUDA runtime works on device 0 (it does not follow torch's current device).
+        raise N.AttestError(f"device '{device}': the device path runs on cuda:0 only (CUDA_VISIBLE_DEVICES selects the card)")
+    if configs is None:
+        configs = ("contig", "graph") if cuda else ("contig",)
+    for cfg in configs:
+        if cfg not in ("contig", "graph"):
+            raise N.AttestError(f"config '{cfg}' is not contig or graph")
+        if cfg == "graph" and not cuda:
+            raise N.AttestError("config 'graph' needs a CUDA device")
+    sample = {"sample_rows": sample_rows, "sample_macs": None if sample_macs is None else float(sample_macs),
+              "causal": causal}
+    _, plan = N.call("device_plan", problem=f["problem"], recipe=recipe, seed=seed, **sample)
     p = plan["problem"]
     stats = {"problem": p, "sample": plan.get("sample"), "kernel_s": 0.0, "calls": 0}
     if "refusal" in plan:  # judged as unsupported by the library (same reason), nothing allocated
         # Every requested check gets its UNSUPPORTED row, with the library's reason.
-        _, rep = N.call("device_judge", **base, **base_tol, checks=list(checks), sample_rows=sample_rows,
-                        sample_macs=float(sample_macs))
+        _, rep = N.call("device_judge", **base, **base_tol, checks=list(checks), **sample)
         return DeviceResult(desc, rep["results"], rep["exit_code"], stats)
     stats["sample_repro"] = plan["sample"]["repro"]
     dt = getattr(torch, dtype or B.default_dtype(recipe))
-    dev = torch.device(device)
     B_, S, T, H, Hk, D, Dv = p["batch"], p["seqlen_q"], p["seqlen_kv"], p["heads_q"], p["heads_kv"], p["head_dim"], p["head_dim_v"]
-    cuda = dev.type == "cuda"
     if cuda:
         torch.cuda.synchronize()
         torch.cuda.reset_peak_memory_stats()
@@ -167,7 +179,7 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     stats["generate_s"] = time.perf_counter() - t0
     to_layout = (lambda x: x.permute(0, 2, 1, 3)) if layout == "bhsd" else (lambda x: x)
     kw = dict(kwargs or {})
-    causal = p["mask"] != "none"
+    is_causal = p["mask"] != "none"  # the library refused a mask this convention cannot express
 
     def call(q, k, v):
         if cuda:
@@ -175,7 +187,7 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
             e0.record()
         else:
             c0 = time.perf_counter()
-        o = _kernel_out(fn(q, k, v, causal=causal, scale=p["scale"], **kw))
+        o = _kernel_out(fn(q, k, v, causal=is_causal, scale=p["scale"], **kw))
         if cuda:
             e1.record()
             e1.synchronize()
@@ -194,8 +206,8 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
         jchecks.append("bitwise")
     if jchecks:
         t0 = time.perf_counter()
-        jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, sample_rows=sample_rows,
-                          sample_macs=float(sample_macs), q=view(q32), k=view(k32), v=view(v32), out=view(out))
+        jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, **sample, q=view(q32), k=view(k32),
+                          v=view(v32), out=view(out))
         stats["judge_s"] = time.perf_counter() - t0
         rows += rep["results"]
         rc = max(rc, jrc)
@@ -221,13 +233,10 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
         for cfg in configs:
             if cfg == "contig":
                 o2 = call(*(x.contiguous() for x in (qin, kin, vin)))
-            elif cfg == "graph":
-                if not cuda:
-                    continue
-                o2 = _graph_call(torch, fn, qin, kin, vin, causal, p["scale"], kw, to_layout)
             else:
-                raise N.AttestError(f"config '{cfg}' is not contig or graph")
+                o2 = _graph_call(torch, fn, qin, kin, vin, is_causal, p["scale"], kw, to_layout)
             src, row = same("call_path", cfg, o2)
+            stats.setdefault("call_path_configs", []).append(cfg)
             del o2
             if src != 0:
                 break
@@ -247,7 +256,10 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
 
 def _graph_call(torch, fn, q, k, v, causal, scale, kw, to_layout):
     """The call captured into a CUDA graph on a side stream (warm-up first, as torch requires) and
-    replayed once; the captured output is returned (it must equal eager)."""
+    replayed once; the captured output is returned (it must equal eager). Captured on the case's own
+    inputs, unlike the callback path's graph config (_bridge._graph_call: capture on other values,
+    then copy the case's in), which would double the inputs' memory at these sizes; a replay that
+    reads a stale copy of its inputs is therefore not caught here."""
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):

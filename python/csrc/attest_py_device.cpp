@@ -205,10 +205,27 @@ Cmp compare_views(const View& a, const View* b) {
   return c;
 }
 
+// Logical index e of a view's shape as (i0, i1, i2, i3).
+std::array<i64, 4> unravel(const View& v, i64 e) {
+  return {e / (v.shape[3] * v.shape[2] * v.shape[1]), (e / (v.shape[3] * v.shape[2])) % v.shape[1],
+          (e / v.shape[3]) % v.shape[2], e % v.shape[3]};
+}
+
 std::string index_of(const View& v, i64 e) {
-  const i64 i3 = e % v.shape[3], i2 = (e / v.shape[3]) % v.shape[2], i1 = (e / (v.shape[3] * v.shape[2])) % v.shape[1],
-            i0 = e / (v.shape[3] * v.shape[2] * v.shape[1]);
-  return fmt::format("[{},{},{},{}]", i0, i1, i2, i3);
+  const auto i = unravel(v, e);
+  return fmt::format("[{},{},{},{}]", i[0], i[1], i[2], i[3]);
+}
+
+// Byte range [lo, hi) a view's elements span.
+std::pair<std::uintptr_t, std::uintptr_t> extent(const View& v) {
+  const std::uintptr_t size = v.type == Elem::f32 ? 4 : 2;
+  std::int64_t lo = 0, hi = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (v.shape[i] == 0) return {v.ptr, v.ptr};
+    (v.stride[i] < 0 ? lo : hi) += (v.shape[i] - 1) * v.stride[i];
+  }
+  return {v.ptr + static_cast<std::uintptr_t>(lo * static_cast<std::int64_t>(size)),
+          v.ptr + static_cast<std::uintptr_t>(hi * static_cast<std::int64_t>(size)) + size};
 }
 
 // ---- the sample ----
@@ -226,8 +243,17 @@ struct Plan {
   i64 kv_tiles = 0, kv_tiles_covered = 0;
 };
 
-std::string plan_refusal(const Problem& p) {
+// `causal`: the kernel's causal convention (the callable gets one boolean, as torch's is_causal):
+// "top_left" or "bottom_right"; the two masks coincide when seqlen_q == seqlen_kv.
+std::string plan_refusal(const Problem& p, const std::string& causal) {
   if (p.ragged()) return "ragged (varlen) problems are not sampled by the device path";
+  if (p.mask != Mask::none && p.seqlen_q > p.seqlen_kv)
+    return fmt::format("mask {} with seqlen_q {} > seqlen_kv {} clips the key range of some rows: the device path does "
+                       "not sample such problems", mask_name(p.mask), p.seqlen_q, p.seqlen_kv);
+  if (p.mask != Mask::none && p.seqlen_q != p.seqlen_kv &&
+      (p.mask == Mask::causal_tl) != (causal == "top_left"))
+    return fmt::format("mask {} with seqlen_q != seqlen_kv: the kernel's causal convention is {} (causal= declaration)",
+                       mask_name(p.mask), causal);
   return {};
 }
 
@@ -238,8 +264,8 @@ std::string plan_refusal(const Problem& p) {
 // and seeded random blocks while the work stays within `max_macs`. std::mt19937_64 is specified
 // bit for bit by the standard and draws are reduced by `%`, so a seed names the same sample on
 // every platform (std::uniform_int_distribution is implementation-defined).
-Plan plan_sample(const Problem& p, i64 rows, double max_macs, std::uint64_t seed, i64 tile_kv) {
-  if (const auto why = plan_refusal(p); !why.empty()) throw Error(why);
+Plan plan_sample(const Problem& p, i64 rows, double max_macs, std::uint64_t seed, i64 tile_kv, const std::string& causal) {
+  if (const auto why = plan_refusal(p, causal); !why.empty()) throw Error(why);
   Plan plan;
   plan.rows = rows;
   const i64 S = p.seqlen_q, T = p.seqlen_kv, B = p.batch, H = p.heads_q;
@@ -323,12 +349,16 @@ json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, double ma
 struct SampleArgs {
   i64 rows = 64;
   double max_macs = 8589934592.0;  // 2^33 multiply-adds: about ten seconds of the CPU emulator on 16 cores (docs)
+  std::string causal = "top_left";
 };
 
 SampleArgs sample_args(const json& req) {
   SampleArgs a;
-  a.rows = req.value("sample_rows", a.rows);
-  a.max_macs = req.value("sample_macs", a.max_macs);
+  if (req.contains("sample_rows") && !req.at("sample_rows").is_null()) a.rows = req.at("sample_rows").get<i64>();
+  if (req.contains("sample_macs") && !req.at("sample_macs").is_null()) a.max_macs = req.at("sample_macs").get<double>();
+  a.causal = req.value("causal", a.causal);
+  if (a.causal != "top_left" && a.causal != "bottom_right")
+    throw Error(fmt::format("causal '{}' is not top_left or bottom_right", a.causal));
   // Input errors (exit 2), unlike a problem the path does not sample (UNSUPPORTED).
   if (a.rows < 1) throw Error(fmt::format("sample_rows {} is not >= 1", a.rows));
   if (!(a.max_macs > 0)) throw Error(fmt::format("sample_macs {} is not > 0", a.max_macs));
@@ -409,7 +439,7 @@ json op_plan(const json& req) {
   std::string why = recipe_refusal(r);
   if (why.empty()) {
     try {
-      j["sample"] = plan_json(plan_sample(p, sa.rows, sa.max_macs, seed, r.tile_kv), p, seed, sa.max_macs);
+      j["sample"] = plan_json(plan_sample(p, sa.rows, sa.max_macs, seed, r.tile_kv, sa.causal), p, seed, sa.max_macs);
     } catch (const Error& e) {
       why = e.what();
     }
@@ -441,16 +471,17 @@ json op_judge(const json& req, int& rc) {
     if (!conformance::verdict_ok(o.verdict)) rc = 1;
     results.push_back(conformance::to_json(make_result(c, check, std::move(o), secs)));
   };
-  if (const auto why = recipe_refusal(c.recipe); !why.empty()) {
+  // A problem the path does not take: every requested check UNSUPPORTED with the reason.
+  const auto refuse_all = [&](const std::string& why) {
     for (const auto& ch : checks) emit(ch, {Verdict::unsupported, why, json::object()}, 0);
     return json{{"results", results}, {"exit_code", rc}};
-  }
+  };
+  if (const auto why = recipe_refusal(c.recipe); !why.empty()) return refuse_all(why);
   Plan plan;
   try {
-    plan = plan_sample(p, sa.rows, sa.max_macs, c.seed, c.recipe.tile_kv);
+    plan = plan_sample(p, sa.rows, sa.max_macs, c.seed, c.recipe.tile_kv, sa.causal);
   } catch (const Error& e) {
-    for (const auto& ch : checks) emit(ch, {Verdict::unsupported, e.what(), json::object()}, 0);
-    return json{{"results", results}, {"exit_code", rc}};
+    return refuse_all(e.what());
   }
   if (judged_elsewhere) throw Error("device_judge judges accuracy and bitwise; determinism and call_path are device_same's");
   // Views are read only for a problem the path takes (a refused one needs no tensors).
@@ -568,11 +599,10 @@ json op_judge(const json& req, int& rc) {
     Outcome o;
     if (ch == "accuracy") {
       o = conformance::judge_accuracy(tol.lookup(recipe_label(c.recipe), "accuracy"), K, Tensor{}, ref, emu, rev);
-      if (conformance::verdict_ok(o.verdict) && scan.nonfinite_a > 0 && ref_finite)
-        o = {Verdict::mistrusted,
-             fmt::format("kernel output has {} NaN/Inf elements (first at {}) while the sampled FP64 reference is finite",
-                         scan.nonfinite_a, index_of(out, scan.first)),
-             std::move(o.figures)};
+    } else if (!c.recipe.bitwise_capable()) {  // the gate's bitwise check refuses the same
+      o = {Verdict::unsupported, "recipe uses hardware exp2: no bitwise model exists", json::object()};
+    } else if (const auto ce = metrics::compare(emu.out, emu.out, 0); ce.norm_ref == 0 && ce.nan_ref == 0) {
+      o = {Verdict::mistrusted, "emulator output is all zero: bitwise equality would prove nothing", json::object()};
     } else {
       const auto m = metrics::compare(K, emu.out, 8);
       json fig{{"out", comparison_json(m)}};
@@ -598,6 +628,12 @@ json op_judge(const json& req, int& rc) {
         o = {Verdict::passed, "", fig};
       }
     }
+    // The whole output, not only the sample: a NaN/Inf anywhere the sampled reference cannot explain.
+    if (conformance::verdict_ok(o.verdict) && o.verdict != Verdict::unsupported && scan.nonfinite_a > 0 && ref_finite)
+      o = {Verdict::mistrusted,
+           fmt::format("kernel output has {} NaN/Inf elements (first at {}) while the sampled FP64 reference is finite",
+                       scan.nonfinite_a, index_of(out, scan.first)),
+           std::move(o.figures)};
     o.figures["sample"] = sample;
     emit(ch, std::move(o), secs);
   }
@@ -615,15 +651,28 @@ json op_same(const json& req, int& rc) {
   const View a = view_from(req, "a"), b = view_from(req, "b");
   const Problem& p = c.problem;
   expect_shape(a, "a", {p.batch, p.seqlen_q, p.heads_q, p.head_dim_v});
+  const auto ea = extent(a), eb = extent(b);
+  if (ea.first < eb.second && eb.first < ea.second) {
+    // Comparing a buffer with itself proves nothing (a callable that returns one preallocated
+    // output on every call overwrote the first result): not judged, and said so.
+    json results = json::array({conformance::to_json(make_result(
+        c, check,
+        {Verdict::unsupported,
+         what + ": the output shares memory with the first call's (the callable reuses one output buffer): the two "
+                "results cannot be compared; return a fresh tensor per call",
+         json::object()},
+        since(t0)))});
+    return json{{"results", results}, {"exit_code", 0}};
+  }
   const Cmp m = compare_views(b, &a);
   json fig{{"elements", m.count}, {"differ", m.bit_diff}, {"max_abs", m.max_abs}, {"what", what}};
   Outcome o;
   if (m.bit_diff != 0) {
     const i64 e = m.first;
-    const i64 i3 = e % a.shape[3], i2 = (e / a.shape[3]) % a.shape[2], i1 = (e / (a.shape[3] * a.shape[2])) % a.shape[1],
-              i0 = e / (a.shape[3] * a.shape[2] * a.shape[1]);
-    const float x = gather(b, {i0, i1, i2, i3}, {i0 + 1, i1 + 1, i2 + 1, i3 + 1}).data<float>()[0];
-    const float y = gather(a, {i0, i1, i2, i3}, {i0 + 1, i1 + 1, i2 + 1, i3 + 1}).data<float>()[0];
+    const auto i = unravel(a, e);
+    const std::array<i64, 4> i1{i[0] + 1, i[1] + 1, i[2] + 1, i[3] + 1};
+    const float x = gather(b, i, i1).data<float>()[0];
+    const float y = gather(a, i, i1).data<float>()[0];
     o = {Verdict::failed,
          fmt::format("{}: {} of {} output elements differ bitwise from the first call; first at {}: {:.9g} vs {:.9g}, max |diff| {:.3g}",
                      what, m.bit_diff, m.count, index_of(a, e), x, y, m.max_abs),

@@ -12,13 +12,22 @@ import attest
 from attest import _native as N
 
 
-def exact(q, k, v, *, causal, scale):
-    """The correct control kernel: attention in float64, rounded once to the input dtype."""
+def exact(q, k, v, *, causal, scale, bottom_right=False):
+    """The correct control kernel: attention in float64 (GQA by repeating K/V heads), rounded once
+    to the input dtype; a causal mask top-left, or bottom-right when asked."""
     q64, k64, v64 = (x.double() for x in (q, k, v))
+    g = q.shape[1] // k.shape[1]
+    if g > 1:
+        k64, v64 = k64.repeat_interleave(g, 1), v64.repeat_interleave(g, 1)
     s = (q64 @ k64.transpose(-1, -2)) * scale
     if causal:
-        s = s.masked_fill(torch.ones(s.shape[-2:], dtype=torch.bool).triu(1), float("-inf"))
+        S, T = s.shape[-2:]
+        s = s.masked_fill(torch.ones(S, T, dtype=torch.bool).triu(1 + (T - S if bottom_right else 0)), float("-inf"))
     return (torch.softmax(s, -1) @ v64).to(q.dtype)
+
+
+def exact_br(q, k, v, *, causal, scale):
+    return exact(q, k, v, causal=causal, scale=scale, bottom_right=True)
 
 
 def case(fn, problem, **kw):
@@ -67,6 +76,12 @@ def test_refusals_name_the_reason():
     assert "element-wise cast" in r["refusal"]
     r = plan("b1h2s300t200d64:mask=causal_tl")
     assert "clips the key range" in r["refusal"]
+    # A causal mask with seqlen_q != seqlen_kv needs the kernel's convention to express it.
+    assert "convention is top_left" in plan("b1h2s100t300d64:mask=causal_br")["refusal"]
+    assert "sample" in plan("b1h2s100t300d64:mask=causal_br", causal="bottom_right")
+    assert "clips the key range" in plan("b1h2s300t200d64:mask=causal_br", causal="bottom_right")["refusal"]
+    with pytest.raises(attest.AttestError, match="causal 'sideways' is not top_left or bottom_right"):
+        plan("b1h2s256d64", causal="sideways")
     res = attest.device_case(exact, "recipe=fp8_fp8 problem=b1h2s128d64", device="cpu")
     assert verdicts(res) == {"accuracy": "unsupported", "determinism": "unsupported", "call_path": "unsupported"}
     assert res.passed and all("element-wise cast" in r["reason"] for r in res.rows)
@@ -75,24 +90,61 @@ def test_refusals_name_the_reason():
 
 
 def test_control_kernel_passes_sampled_and_complete():
-    for problem, macs in (("b1h4s700d64", 2 ** 22), ("b2h2s96d64", 2 ** 30), ("b1h2s512d64:mask=causal_tl", 2 ** 22)):
-        res = case(exact, problem, sample_macs=macs)
-        assert res.passed, res.markdown()
+    for fn, problem, macs, causal in ((exact, "b1h4s700d64", 2 ** 22, "top_left"),
+                                      (exact, "b2h2s96d64", 2 ** 30, "top_left"),
+                                      (exact, "b1h2s512d64:mask=causal_tl", 2 ** 22, "top_left"),
+                                      (exact, "b1h4k2s300d64", 2 ** 22, "top_left"),  # GQA
+                                      (exact_br, "b1h2s150t420d64:mask=causal_br", 2 ** 22, "bottom_right")):
+        res = case(fn, problem, sample_macs=macs, causal=causal)
+        assert res.passed, (problem, res.markdown())
         assert verdicts(res) == {"accuracy": "passed", "determinism": "passed", "call_path": "passed"}
+
+
+def test_wrong_causal_convention_is_caught_on_the_sample():
+    """A top-left kernel declared bottom-right: its rows see too few keys."""
+    res = case(exact, "b1h2s150t420d64:mask=causal_br", causal="bottom_right", checks=("accuracy",))
+    assert verdicts(res) == {"accuracy": "failed"}, res.markdown()
+
+
+def test_a_reused_output_buffer_is_not_judged_as_deterministic():
+    buf = {}
+
+    def writes_one_buffer(q, k, v, *, causal, scale):
+        o = exact(q, k, v, causal=causal, scale=scale)
+        if "o" not in buf:
+            buf["o"] = torch.empty_like(o)
+        buf["o"].copy_(o)
+        return buf["o"]
+
+    res = case(writes_one_buffer, "b1h2s128d64", checks=("determinism",))
+    row = res.rows[0]
+    assert row["verdict"] == "unsupported" and "shares memory with the first call's" in row["reason"]
+
+
+def test_bitwise_contract_on_a_kernel_of_the_recipe():
+    """attest's cpu.tiled.bf16 (bitwise to the bf16 emulator) passes bitwise on the sample; a planted
+    bug of the same kernel family does not."""
+    kw = dict(checks=("accuracy",), contract="bitwise", layout="bshd", dtype="float32")
+    res = case(attest.cpp_kernel("cpu.tiled.bf16"), "b1h2s300d64", **kw)
+    assert verdicts(res) == {"accuracy": "passed", "bitwise": "passed"}, res.markdown()
+    res = case(attest.cpp_kernel("mutant.no_rescale"), "b1h2s300d64", **kw)
+    assert verdicts(res)["bitwise"] == "failed", res.markdown()
+    assert "differ bitwise from the recipe emulator; first at [" in res.rows[1]["reason"]
 
 
 def test_complete_sample_gives_the_gates_accuracy_figures():
     """Same case id, same tensors, same rule: on a problem small enough to be judged completely the
     device path's accuracy figures equal the C++ gate's (CPU callback path)."""
-    res = case(exact, "b1h2s130d64", sample_macs=2 ** 30, checks=("accuracy",))
-    assert res.stats["sample"]["complete"]
-    dev = res.rows[0]["figures"]["out"]
-    rc, rows, _ = attest.run_case(exact, "kernel=py.exact recipe=bf16 problem=b1h2s130d64 dist=normal seed=1 check=accuracy",
-                                  reruns=1, dtype="bfloat16")
-    gate = rows[0]["figures"]["out"]
-    for part in ("measured", "budget", "floor"):
-        assert dev[part]["max_abs"] == gate[part]["max_abs"], part
-        assert dev[part]["rel_l2"] == pytest.approx(gate[part]["rel_l2"], rel=1e-12), part
+    for problem in ("b1h2s130d64", "b1h4k2s100d64:mask=causal_tl"):
+        res = case(exact, problem, sample_macs=2 ** 30, checks=("accuracy",))
+        assert res.stats["sample"]["complete"]
+        dev = res.rows[0]["figures"]["out"]
+        rc, rows, _ = attest.run_case(exact, f"kernel=py.exact recipe=bf16 problem={problem} dist=normal seed=1 check=accuracy",
+                                      reruns=1, dtype="bfloat16")
+        gate = rows[0]["figures"]["out"]
+        for part in ("measured", "budget", "floor"):
+            assert dev[part]["max_abs"] == gate[part]["max_abs"], (problem, part)
+            assert dev[part]["rel_l2"] == pytest.approx(gate[part]["rel_l2"], rel=1e-12), (problem, part)
 
 
 def drops_last_key(q, k, v, *, causal, scale):
