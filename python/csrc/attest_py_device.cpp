@@ -377,19 +377,6 @@ std::string recipe_refusal(const Recipe& r) {
   return {};
 }
 
-Tensor concat_f64(const std::vector<Tensor>& parts) {
-  i64 total = 0;
-  for (const auto& t : parts) total += t.dim(1);
-  Tensor out(DType::f64, {1, total, 1, parts.front().dim(3)});
-  double* o = out.data<double>();
-  for (const auto& t : parts) {
-    const Tensor c = t.contiguous();
-    std::memcpy(o, c.data<double>(), static_cast<std::size_t>(c.numel()) * sizeof(double));
-    o += c.numel();
-  }
-  return out;
-}
-
 // FP64 reference of one slice: gpu.ref64 reading the caller's device buffers in place, or the
 // CPU reference for host views.
 Tensor slice_reference(const Problem& ps, const View& q, const View& k, const View& v, const Slice& s, i64 g,
@@ -575,7 +562,7 @@ json op_judge(const json& req, int& rc) {
   if (!emu_error.empty()) throw Error("emulator: " + emu_error);
   const double t_emu = since(t0e);
   ref::AttentionOutput ref;
-  ref.out = concat_f64(rt);
+  ref.out = concat_rows(rt);
   ref::EmulatorOutput emu, rev;
   emu.out = concat_rows(eo);
   emu.out_unrounded = concat_rows(eu);

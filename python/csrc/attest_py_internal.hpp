@@ -28,7 +28,7 @@ nlohmann::json op_pair(const nlohmann::json& req, int& rc);
 namespace attest::py {
 
 // Helpers shared by the studies and the device-resident path (attest_py_studies.cpp).
-Tensor concat_rows(const std::vector<Tensor>& parts);  ///< along dimension 1 of [B,s_i,H,D] f32 tensors
+Tensor concat_rows(const std::vector<Tensor>& parts);  ///< along dimension 1 of [B,s_i,H,D] tensors (f32 or f64)
 Tensor to_f64(const Tensor& t);
 nlohmann::json comparison_json(const metrics::Comparison& c);
 conformance::Result make_result(const conformance::Case& c, const std::string& check, conformance::Outcome o,

@@ -41,22 +41,28 @@ using conformance::Outcome;
 using conformance::Result;
 using conformance::Verdict;
 
-// Concatenation along dimension 1 of [B,s_i,H,D] f32 tensors.
-Tensor concat_rows(const std::vector<Tensor>& parts) {
-  std::int64_t total = 0;
-  for (const auto& p : parts) total += p.dim(1);
-  const auto& f = parts.front();
-  Tensor out(DType::f32, {f.dim(0), total, f.dim(2), f.dim(3)});
-  const auto o = out.view<float, 4>();
+// Concatenation along dimension 1 of [B,s_i,H,D] tensors of one dtype (f32 or f64).
+template <class T>
+void concat_into(const std::vector<Tensor>& parts, Tensor& out) {
+  const auto o = out.view<T, 4>();
   std::int64_t at = 0;
   for (const auto& p : parts) {
-    const auto v = p.view<float, 4>();
+    const auto v = p.view<T, 4>();
     for (std::int64_t b = 0; b < v.shape[0]; ++b)
       for (std::int64_t s = 0; s < v.shape[1]; ++s)
         for (std::int64_t h = 0; h < v.shape[2]; ++h)
           for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, at + s, h, d) = v(b, s, h, d);
     at += v.shape[1];
   }
+}
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  std::int64_t total = 0;
+  for (const auto& p : parts) total += p.dim(1);
+  const auto& f = parts.front();
+  Tensor out(f.dtype(), {f.dim(0), total, f.dim(2), f.dim(3)});
+  if (f.dtype() == DType::f64) concat_into<double>(parts, out);
+  else concat_into<float>(parts, out);
   return out;
 }
 
@@ -353,21 +359,8 @@ json op_ladder(const json& req, int& rc) {
         ft.push_back(rev.out);
       }
       const Tensor K = concat_rows(kt), E = concat_rows(et), F = concat_rows(ft);
-      // f64 reference rows concatenated through f64 views.
-      std::int64_t total = 0;
-      for (const auto& t : rt) total += t.dim(1);
-      Tensor R(DType::f64, {1, total, heads, d});
-      {
-        const auto o = R.view<double, 4>();
-        std::int64_t at = 0;
-        for (const auto& t : rt) {
-          const auto v = t.view<double, 4>();
-          for (std::int64_t s = 0; s < v.shape[1]; ++s)
-            for (std::int64_t h = 0; h < v.shape[2]; ++h)
-              for (std::int64_t x = 0; x < v.shape[3]; ++x) o(0, at + s, h, x) = v(0, s, h, x);
-          at += v.shape[1];
-        }
-      }
+      const Tensor R = concat_rows(rt);  // the reference stays f64
+      const std::int64_t total = R.dim(1);
       const auto mk = metrics::compare(K, R), mb = metrics::compare(E, R), mf = metrics::compare(F, E);
       const auto jd = conformance::judge(row, conformance::metric_set(mk, nullptr), conformance::metric_set(mb, nullptr),
                                          conformance::metric_set(mf, nullptr));
