@@ -1,12 +1,13 @@
-// Device comparison and gathering for the device-resident gate (compare.hpp). Grid-stride
-// loops over the logical index; reductions by atomics on 64-bit counters (order-free, so the
-// figures are exact and run-to-run identical).
+// Device comparisons for the conformance engine (compare.hpp). Grid-stride loops over the
+// logical index; counters reduced by atomics on 64-bit integers (order-free, so the figures are
+// exact and run-to-run identical); error sums by a fixed-order tree per block.
 #include "attest/kernels/gpu/compare.hpp"
 
 #include <bit>
 #include <string>
 #include <vector>
 
+#include "attest/core/status.hpp"
 #include "attest/kernels/gpu/device.hpp"
 #include "runtime.hpp"
 
@@ -16,43 +17,21 @@ namespace {
 using i64 = std::int64_t;
 using u64 = unsigned long long;
 
-// Reads one element as float. bf16 and f16 by their bits (exact widening; no fp16 headers,
-// which differ between the two dialects).
-__device__ inline float load(const void* p, CmpType t, i64 off) {
-  if (t == CmpType::f32) return static_cast<const float*>(p)[off];
-  const unsigned short h = static_cast<const unsigned short*>(p)[off];
-  if (t == CmpType::bf16) return __uint_as_float(static_cast<unsigned>(h) << 16);
-  const unsigned sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1Fu, man = h & 0x3FFu;
-  if (exp == 0x1F) return __uint_as_float(sign | 0x7F800000u | (man << 13));
-  if (exp != 0) return __uint_as_float(sign | ((exp + 112u) << 23) | (man << 13));
-  const float m = static_cast<float>(man) * 5.9604644775390625e-8f;  // man * 2^-24, exact
-  return sign != 0 ? -m : m;
-}
-
-__device__ inline unsigned bits_of(const void* p, CmpType t, i64 off) {
-  if (t == CmpType::f32) return __float_as_uint(static_cast<const float*>(p)[off]);
-  return static_cast<const unsigned short*>(p)[off];
-}
-
 struct Acc {
   u64 bit_diff, nonfinite_a, first, max_abs_bits;
 };
 
-__device__ inline i64 offset(const View4& v, i64 i0, i64 i1, i64 i2, i64 i3) {
-  return i0 * v.stride[0] + i1 * v.stride[1] + i2 * v.stride[2] + i3 * v.stride[3];
-}
-
 // One block row per (i0, i1, i2), threads along i3: the logical index is split once per row
 // (64-bit division per element cost more than the comparison itself).
-__global__ void compare_kernel(View4 a, View4 b, i64 rows, Acc* acc) {
+__global__ void compare_kernel(TensorRef a, TensorRef b, i64 rows, Acc* acc) {
   const i64 n3 = a.shape[3];
   for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
     const i64 i2 = r % a.shape[2], i1 = (r / a.shape[2]) % a.shape[1], i0 = r / (a.shape[2] * a.shape[1]);
-    const i64 ra = offset(a, i0, i1, i2, 0), rb = b.data != nullptr ? offset(b, i0, i1, i2, 0) : 0;
+    const i64 ra = a.offset(i0, i1, i2, 0), rb = b.data != nullptr ? b.offset(i0, i1, i2, 0) : 0;
     for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x) {
       const i64 e = r * n3 + i3;
       const i64 oa = ra + i3 * a.stride[3];
-      const float x = load(a.data, a.type, oa);
+      const float x = static_cast<float>(elem::load(a, oa));
       const bool fin = x - x == 0.0f;
       if (!fin) atomicAdd(&acc->nonfinite_a, 1ull);
       if (b.data == nullptr) {
@@ -60,12 +39,11 @@ __global__ void compare_kernel(View4 a, View4 b, i64 rows, Acc* acc) {
         continue;
       }
       const i64 ob = rb + i3 * b.stride[3];
-      const bool same = a.type == b.type ? bits_of(a.data, a.type, oa) == bits_of(b.data, b.type, ob)
-                                         : __float_as_uint(x) == __float_as_uint(load(b.data, b.type, ob));
+      const float y = static_cast<float>(elem::load(b, ob));
+      const bool same = a.dtype == b.dtype ? elem::bits(a, oa) == elem::bits(b, ob) : __float_as_uint(x) == __float_as_uint(y);
       if (!same) {
         atomicAdd(&acc->bit_diff, 1ull);
         atomicMin(&acc->first, static_cast<u64>(e));
-        const float y = load(b.data, b.type, ob);
         const float d = __uint_as_float(__float_as_uint(x - y) & 0x7FFFFFFFu);  // |x - y| by its bits (no ocml call)
         // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
         if (d - d == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d)));
@@ -74,19 +52,57 @@ __global__ void compare_kernel(View4 a, View4 b, i64 rows, Acc* acc) {
   }
 }
 
-__global__ void gather_kernel(View4 s, i64 lo0, i64 lo1, i64 lo2, i64 lo3, i64 n1, i64 n2, i64 n3, i64 n, float* out) {
+__global__ void checksum_kernel(TensorRef a, i64 rows, u64* sum) {
+  const i64 n3 = a.shape[3];
+  u64 local = 0;
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const i64 i2 = r % a.shape[2], i1 = (r / a.shape[2]) % a.shape[1], i0 = r / (a.shape[2] * a.shape[1]);
+    const i64 ra = a.offset(i0, i1, i2, 0);
+    for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x)
+      local += elem::checksum_term(elem::bits(a, ra + i3 * a.stride[3]), static_cast<std::uint64_t>(r * n3 + i3));
+  }
+  atomicAdd(sum, local);  // modulo 2^64: order-free
+}
+
+__global__ void gather_kernel(TensorRef s, i64 lo0, i64 lo1, i64 lo2, i64 lo3, i64 n1, i64 n2, i64 n3, i64 n, float* out) {
   for (i64 e = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += static_cast<i64>(gridDim.x) * blockDim.x) {
     const i64 i3 = e % n3, i2 = (e / n3) % n2, i1 = (e / (n3 * n2)) % n1, i0 = e / (n3 * n2 * n1);
-    out[e] = load(s.data, s.type, offset(s, lo0 + i0, lo1 + i1, lo2 + i2, lo3 + i3));
+    out[e] = static_cast<float>(elem::load(s, s.offset(lo0 + i0, lo1 + i1, lo2 + i2, lo3 + i3)));
   }
 }
 
-// One scratch per host thread, grown on demand: a gated call compares once per rerun, and a
-// cudaMalloc/cudaFree pair per comparison cost more than the comparison itself (about 0.5 ms).
-DeviceBuffer& scratch(std::size_t bytes) {
-  thread_local DeviceBuffer buf;
-  if (buf.bytes() < bytes) buf = DeviceBuffer(bytes);
-  return buf;
+constexpr int kBlockThreads = 256;
+
+// One thread block per (i0, i2, row block): each thread sums its own elements in a fixed order,
+// then a fixed-shape tree merges the 256 partial sums (deterministic, no atomics).
+__global__ void block_errors_kernel(TensorRef t, TensorRef r, i64 rows, i64 nblk, ErrSums* out) {
+  // Raw storage: a __shared__ array may not have a constructor (ErrSums has member initialisers).
+  __shared__ alignas(8) unsigned char raw[kBlockThreads * sizeof(ErrSums)];
+  ErrSums* part = reinterpret_cast<ErrSums*>(raw);
+  const i64 id = blockIdx.x;
+  const i64 blk = id % nblk, i2 = (id / nblk) % t.shape[2], i0 = id / (nblk * t.shape[2]);
+  const i64 r0 = blk * rows, r1 = r0 + rows < t.shape[1] ? r0 + rows : t.shape[1];
+  const int D = static_cast<int>(t.shape[3]), n = static_cast<int>((r1 - r0) * D);
+  ErrSums s;
+  for (int e = static_cast<int>(threadIdx.x); e < n; e += kBlockThreads) {
+    const i64 i1 = r0 + e / D, i3 = e % D;
+    s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)));
+  }
+  part[threadIdx.x] = s;
+  __syncthreads();
+  for (int w = kBlockThreads / 2; w > 0; w /= 2) {
+    if (static_cast<int>(threadIdx.x) < w) part[threadIdx.x].merge(part[threadIdx.x + w]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[id] = part[0];
+}
+
+// One scratch per host thread and purpose, grown on demand: a gated call compares once per
+// rerun, and a cudaMalloc/cudaFree pair per comparison cost more than the comparison itself.
+DeviceBuffer& scratch(std::size_t bytes, int which = 0) {
+  thread_local DeviceBuffer buf[2];
+  if (buf[which].bytes() < bytes) buf[which] = DeviceBuffer(bytes);
+  return buf[which];
 }
 
 int grid_for(i64 n) {
@@ -94,17 +110,26 @@ int grid_for(i64 n) {
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
 }
 
+void expect_type(const TensorRef& t, const char* what, bool f64_ok) {
+  if (t.dtype != DType::f32 && t.dtype != DType::bf16 && t.dtype != DType::f16 && !(f64_ok && t.dtype == DType::f64))
+    throw Error(std::string(what) + ": element type " + std::string(dtype_name(t.dtype)) + " is not f32, bf16 or f16");
+}
+
+int threads_for(i64 n3) { return n3 >= 256 ? 256 : n3 > 64 ? 128 : 64; }
+
 }  // namespace
 
-CmpFigures compare_device(const View4& a, const View4& b) {
+CmpFigures compare_device(const TensorRef& a, const TensorRef& b) {
   if (a.data == nullptr) throw Error("compare_device: tensor a is NULL");
+  expect_type(a, "compare_device", false);
+  if (b.data != nullptr) expect_type(b, "compare_device", false);
   for (int i = 0; i < 4; ++i) {
     if (a.shape[i] < 0) throw Error("compare_device: negative extent");
     if (b.data != nullptr && b.shape[i] != a.shape[i])
       throw Error("compare_device: shapes differ in dimension " + std::to_string(i) + " (" + std::to_string(a.shape[i]) +
                   " vs " + std::to_string(b.shape[i]) + ")");
   }
-  const i64 n = a.shape[0] * a.shape[1] * a.shape[2] * a.shape[3];
+  const i64 n = a.numel();
   CmpFigures f;
   f.count = n;
   if (n == 0) return f;
@@ -112,8 +137,7 @@ CmpFigures compare_device(const View4& a, const View4& b) {
   const Acc init{0, 0, ~0ull, 0};
   acc.upload(&init, sizeof(init));
   const i64 rows = a.shape[0] * a.shape[1] * a.shape[2];
-  const int threads = a.shape[3] >= 256 ? 256 : a.shape[3] > 64 ? 128 : 64;
-  compare_kernel<<<static_cast<int>(rows < 1048576 ? rows : 1048576), threads>>>(a, b, rows, acc.as<Acc>());
+  compare_kernel<<<static_cast<int>(rows < 1048576 ? rows : 1048576), threads_for(a.shape[3])>>>(a, b, rows, acc.as<Acc>());
   ATTEST_GPU_CHECK_LAUNCH();
   Acc r{};
   acc.download(&r, sizeof(r));  // synchronous: also surfaces an asynchronous fault here
@@ -124,7 +148,22 @@ CmpFigures compare_device(const View4& a, const View4& b) {
   return f;
 }
 
-void gather_f32(const View4& src, const std::int64_t lo[4], const std::int64_t hi[4], float* host_out) {
+std::uint64_t checksum_device(const TensorRef& t) {
+  if (t.data == nullptr) throw Error("checksum_device: tensor is NULL");
+  const i64 rows = t.shape[0] * t.shape[1] * t.shape[2];
+  if (rows == 0 || t.shape[3] == 0) return 0;
+  DeviceBuffer& acc = scratch(sizeof(u64));
+  const u64 zero = 0;
+  acc.upload(&zero, sizeof(zero));
+  checksum_kernel<<<static_cast<int>(rows < 65536 ? rows : 65536), threads_for(t.shape[3])>>>(t, rows, acc.as<u64>());
+  ATTEST_GPU_CHECK_LAUNCH();
+  u64 s = 0;
+  acc.download(&s, sizeof(s));
+  return s;
+}
+
+void gather_f32(const TensorRef& src, const std::int64_t lo[4], const std::int64_t hi[4], float* host_out) {
+  expect_type(src, "gather_f32", true);
   i64 ext[4];
   for (int i = 0; i < 4; ++i) {
     if (lo[i] < 0 || hi[i] > src.shape[i] || lo[i] > hi[i])
@@ -138,6 +177,22 @@ void gather_f32(const View4& src, const std::int64_t lo[4], const std::int64_t h
   gather_kernel<<<grid_for(n), 256>>>(src, lo[0], lo[1], lo[2], lo[3], ext[1], ext[2], ext[3], n, tmp.as<float>());
   ATTEST_GPU_CHECK_LAUNCH();
   tmp.download(host_out, static_cast<std::size_t>(n) * sizeof(float));
+}
+
+void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64_t rows, ErrSums* host_out) {
+  expect_type(test, "block_errors_device", true);
+  expect_type(ref, "block_errors_device", true);
+  for (int i = 0; i < 4; ++i)
+    if (test.shape[i] != ref.shape[i])
+      throw Error("block_errors_device: shapes differ in dimension " + std::to_string(i));
+  if (rows < 1 || rows * test.shape[3] > (1ll << 30)) throw Error("block_errors_device: rows per block out of range");
+  const i64 nblk = (test.shape[1] + rows - 1) / rows, n = test.shape[0] * test.shape[2] * nblk;
+  if (n == 0) return;
+  if (n > 0x7FFFFFFF) throw Error("block_errors_device: too many blocks for one launch");
+  DeviceBuffer& buf = scratch(static_cast<std::size_t>(n) * sizeof(ErrSums), 1);
+  block_errors_kernel<<<static_cast<int>(n), kBlockThreads>>>(test, ref, rows, nblk, buf.as<ErrSums>());
+  ATTEST_GPU_CHECK_LAUNCH();
+  buf.download(host_out, static_cast<std::size_t>(n) * sizeof(ErrSums));
 }
 
 }  // namespace attest::gpu

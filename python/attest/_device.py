@@ -94,9 +94,15 @@ class DeviceResult:
         smp = self.stats.get("sample")
         if smp:
             lines.append("")
-            lines.append(f"sample: {smp['slices']} blocks of {smp['rows_per_block']} query rows "
+            cov = self.stats.get("coverage") or {}
+            if cov:
+                lines.append(f"coverage: accuracy compared {cov['rows_compared_fp64']} of {cov['rows_total']} rows with FP64 "
+                             f"(fraction {cov['fraction']:g}); bitwise {cov['bitwise']}")
+            lines.append(f"emulated: {smp['slices']} blocks of {smp['rows_per_block']} query rows "
                          f"({smp['rows_sampled']} of {smp['rows_total']} rows, {'complete' if smp['complete'] else 'sampled'}), "
                          f"KV tiles covered {smp['kv_tiles_covered']}/{smp['kv_tiles']}, seed {smp['seed']}")
+        if self.stats.get("mutates_inputs"):
+            lines.append("declared mutates_inputs: every call got copies of q, k, v (no input guard)")
         lines.append(f"repro: `{self.repro_line()}`")
         return "\n".join(lines)
 
@@ -111,17 +117,23 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
                 reruns: int = 2, configs: Optional[Sequence[str]] = None, layout: str = "bhsd",
                 dtype: Optional[str] = None, contract: str = "accuracy", device: str = "cuda", causal: str = "top_left",
                 sample_rows: Optional[int] = None, sample_macs: Optional[float] = None,
-                tolerances: Optional[str] = None, name: Optional[str] = None, kwargs: Optional[dict] = None) -> DeviceResult:
+                tolerances: Optional[str] = None, name: Optional[str] = None, kwargs: Optional[dict] = None,
+                mutates_inputs: bool = False, scratch_bytes: Optional[int] = None) -> DeviceResult:
     """Runs one case on device-resident tensors and returns the C++ verdicts.
 
     descriptor: "recipe=bf16 problem=b1h40s75600d128 dist=normal seed=1" (kernel= optional).
-    checks: accuracy (sampled FP64 + emulator noise floor; "bitwise" too when contract="bitwise"),
+    checks: accuracy (every output row against FP64, reduced per 64-row block on the device; the
+    noise-floor budget from the recipe emulator on the planned blocks; "bitwise" too when
+    contract="bitwise", on the planned blocks),
     determinism (`reruns` further calls, bit for bit), call_path (`configs`: contig = inputs made
     contiguous in the declared layout, graph = CUDA graph capture and replay; CUDA only; default both on
     CUDA, contig on the CPU). causal: the callable's causal convention (its one boolean means
     top_left or bottom_right), as gate()'s declaration. sample_rows / sample_macs: None = the
     library's defaults (64 rows, 2^33 multiply-adds). The output's LSE, if the callable returns
-    one, is not judged on this path (the gate's callback path judges it)."""
+    one, is not judged on this path (the gate's callback path judges it). Every call is followed by
+    the input guard (fingerprints of q, k, v before and after: a callable that writes into its
+    inputs fails `input_guard`); mutates_inputs=True hands each call copies instead. scratch_bytes:
+    the device FP64 reference chunk (None: the library's 512 MiB)."""
     torch = _torch()
     t_start = time.perf_counter()
     f = parse_descriptor(descriptor)
@@ -182,6 +194,8 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     is_causal = p["mask"] != "none"  # the library refused a mask this convention cannot express
 
     def call(q, k, v):
+        if mutates_inputs:
+            q, k, v = q.clone(), k.clone(), v.clone()
         if cuda:
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             e0.record()
@@ -200,15 +214,36 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     rows = []
     rc = 0
     qin, kin, vin = to_layout(qk), to_layout(kk), to_layout(vk)
-    out = call(qin, kin, vin)
+    guard = {"before": None, "row": None}
+    ins = {"q": view(qk), "k": view(kk), "v": view(vk)}  # the memory the callable gets (qin, kin, vin view it)
+
+    def fingerprints():
+        if cuda:
+            torch.cuda.synchronize()
+        return N.call("device_checksum", names=list(ins), **ins)[1]["checksums"]
+
+    def guarded(what, o):
+        """The input guard after a call (the library's verdict); the first change is kept."""
+        if mutates_inputs or guard["row"] is not None and guard["row"]["verdict"] != "passed":
+            return o
+        _, r = N.call("device_guard", **base, what=what, before=guard["before"], after=fingerprints())
+        guard["row"] = r["results"][0]
+        return o
+
+    if not mutates_inputs:
+        guard["before"] = fingerprints()
+    out = guarded("call 1", call(qin, kin, vin))
     jchecks = [c for c in checks if c in ("accuracy", "bitwise")]
     if contract == "bitwise" and "accuracy" in checks and "bitwise" not in jchecks:
         jchecks.append("bitwise")
     if jchecks:
         t0 = time.perf_counter()
-        jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, **sample, q=view(q32), k=view(k32),
+        extra = {} if scratch_bytes is None else {"scratch_bytes": int(scratch_bytes)}
+        jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, **sample, **extra, q=view(q32), k=view(k32),
                           v=view(v32), out=view(out))
         stats["judge_s"] = time.perf_counter() - t0
+        stats["coverage"] = rep.get("sample", {}).get("coverage")
+        stats["complete"] = rep.get("sample", {}).get("complete")
         rows += rep["results"]
         rc = max(rc, jrc)
 
@@ -223,7 +258,7 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     if "determinism" in checks:
         row = None
         for i in range(max(1, reruns)):
-            src, row = same("determinism", f"call {i + 2}", call(qin, kin, vin))
+            src, row = same("determinism", f"call {i + 2}", guarded(f"call {i + 2}", call(qin, kin, vin)))
             if src != 0:
                 break
         rows.append(row)
@@ -232,9 +267,10 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
         row = None
         for cfg in configs:
             if cfg == "contig":
-                o2 = call(*(x.contiguous() for x in (qin, kin, vin)))
+                o2 = guarded("contig call", call(*(x.contiguous() for x in (qin, kin, vin))))
             else:
-                o2 = _graph_call(torch, fn, qin, kin, vin, is_causal, p["scale"], kw, to_layout)
+                gin = (x.clone() for x in (qin, kin, vin)) if mutates_inputs else (qin, kin, vin)
+                o2 = guarded("graph call", _graph_call(torch, fn, *gin, is_causal, p["scale"], kw, to_layout))
             src, row = same("call_path", cfg, o2)
             stats.setdefault("call_path_configs", []).append(cfg)
             del o2
@@ -243,6 +279,10 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
         if row is not None:
             rows.append(row)
             rc = max(rc, src)
+    if guard["row"] is not None:
+        rows.append(guard["row"])
+        rc = max(rc, 0 if guard["row"]["verdict"] == "passed" else 1)
+    stats["mutates_inputs"] = mutates_inputs
     if cuda:
         torch.cuda.synchronize()
         io = sum(x.numel() * x.element_size() for x in (qk, kk, vk)) + out.numel() * out.element_size()

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attest/conformance/engine.hpp"
 #include "attest/conformance/suite.hpp"
 #include "attest/conformance/tolerance.hpp"
 #include "attest/conformance/verdict.hpp"
@@ -28,15 +29,15 @@ nlohmann::json op_pair(const nlohmann::json& req, int& rc);
 namespace attest::py {
 
 // Helpers shared by the studies and the device-resident path (attest_py_studies.cpp).
-Tensor concat_rows(const std::vector<Tensor>& parts);  ///< along dimension 1 of [B,s_i,H,D] tensors (f32 or f64)
+using conformance::engine::concat_rows;  // the engine's (along dimension 1 of [B,s_i,H,D], f32 or f64)
 Tensor to_f64(const Tensor& t);
 nlohmann::json comparison_json(const metrics::Comparison& c);
-conformance::Result make_result(const conformance::Case& c, const std::string& check, conformance::Outcome o,
-                                double seconds);
+using conformance::engine::make_result;
 conformance::Case case_from(const nlohmann::json& req, const std::string& kernel_key = "kernel");
 
-// attest_py_device.cpp: the device-resident path (docs/python.md "Device-resident cases").
-// `op` is one of device_info, device_plan, device_generate, device_judge, device_same.
+// attest_py_device.cpp: bindings of the conformance engine (docs/python.md "Device-resident cases").
+// `op` is one of device_info, device_plan, device_generate, device_judge, device_same,
+// device_checksum, device_guard.
 bool is_device_op(const std::string& op);
 nlohmann::json op_device(const std::string& op, const nlohmann::json& req, int& rc);
 // The ladder's slope verdict over per-length rel_l2 of kernel, budget and floor (op_ladder and

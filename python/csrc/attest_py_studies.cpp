@@ -41,31 +41,6 @@ using conformance::Outcome;
 using conformance::Result;
 using conformance::Verdict;
 
-// Concatenation along dimension 1 of [B,s_i,H,D] tensors of one dtype (f32 or f64).
-template <class T>
-void concat_into(const std::vector<Tensor>& parts, Tensor& out) {
-  const auto o = out.view<T, 4>();
-  std::int64_t at = 0;
-  for (const auto& p : parts) {
-    const auto v = p.view<T, 4>();
-    for (std::int64_t b = 0; b < v.shape[0]; ++b)
-      for (std::int64_t s = 0; s < v.shape[1]; ++s)
-        for (std::int64_t h = 0; h < v.shape[2]; ++h)
-          for (std::int64_t d = 0; d < v.shape[3]; ++d) o(b, at + s, h, d) = v(b, s, h, d);
-    at += v.shape[1];
-  }
-}
-
-Tensor concat_rows(const std::vector<Tensor>& parts) {
-  std::int64_t total = 0;
-  for (const auto& p : parts) total += p.dim(1);
-  const auto& f = parts.front();
-  Tensor out(f.dtype(), {f.dim(0), total, f.dim(2), f.dim(3)});
-  if (f.dtype() == DType::f64) concat_into<double>(parts, out);
-  else concat_into<float>(parts, out);
-  return out;
-}
-
 Tensor to_f64(const Tensor& t) {
   Tensor out(DType::f64, t.shape());
   const Tensor c = t.contiguous();
@@ -85,22 +60,6 @@ json comparison_json(const metrics::Comparison& c) {
   json j;
   metrics::to_json(j, c);
   return j;
-}
-
-Result make_result(const conformance::Case& c, const std::string& check, Outcome o, double seconds) {
-  conformance::Case cc = c;
-  cc.check = check;
-  Result r;
-  r.descriptor = conformance::to_string(cc);
-  r.kernel = c.kernel;
-  r.recipe = recipe_label(c.recipe);
-  r.problem = to_string(c.problem);
-  r.dist = std::string(datasets::distribution_name(c.dist));
-  r.check = check;
-  r.seed = c.seed;
-  r.outcome = std::move(o);
-  r.seconds = seconds;
-  return r;
 }
 
 conformance::Case case_from(const json& req, const std::string& kernel_key) {

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import attest
+from attest import _device as D
 from attest import _native as N
 
 
@@ -97,13 +98,16 @@ def test_control_kernel_passes_sampled_and_complete():
                                       (exact_br, "b1h2s150t420d64:mask=causal_br", 2 ** 22, "bottom_right")):
         res = case(fn, problem, sample_macs=macs, causal=causal)
         assert res.passed, (problem, res.markdown())
-        assert verdicts(res) == {"accuracy": "passed", "determinism": "passed", "call_path": "passed"}
+        assert verdicts(res) == {"accuracy": "passed", "determinism": "passed", "call_path": "passed",
+                                 "input_guard": "passed"}
+        cov = res.stats["coverage"]
+        assert cov["rows_compared_fp64"] == cov["rows_total"] and cov["fraction"] == 1.0
 
 
 def test_wrong_causal_convention_is_caught_on_the_sample():
     """A top-left kernel declared bottom-right: its rows see too few keys."""
     res = case(exact, "b1h2s150t420d64:mask=causal_br", causal="bottom_right", checks=("accuracy",))
-    assert verdicts(res) == {"accuracy": "failed"}, res.markdown()
+    assert verdicts(res) == {"accuracy": "failed", "input_guard": "passed"}, res.markdown()
 
 
 def test_a_reused_output_buffer_is_not_judged_as_deterministic():
@@ -126,7 +130,7 @@ def test_bitwise_contract_on_a_kernel_of_the_recipe():
     bug of the same kernel family does not."""
     kw = dict(checks=("accuracy",), contract="bitwise", layout="bshd", dtype="float32")
     res = case(attest.cpp_kernel("cpu.tiled.bf16"), "b1h2s300d64", **kw)
-    assert verdicts(res) == {"accuracy": "passed", "bitwise": "passed"}, res.markdown()
+    assert verdicts(res) == {"accuracy": "passed", "bitwise": "passed", "input_guard": "passed"}, res.markdown()
     res = case(attest.cpp_kernel("mutant.no_rescale"), "b1h2s300d64", **kw)
     assert verdicts(res)["bitwise"] == "failed", res.markdown()
     assert "differ bitwise from the recipe emulator; first at [" in res.rows[1]["reason"]
@@ -165,6 +169,8 @@ def test_planted_accuracy_bug_fails_and_nan_outside_the_sample_is_caught():
     assert not any(h == 0 and r0 <= 500 < r1 for _, h, r0, r1 in sampled)
     row = res.rows[0]
     assert row["verdict"] == "mistrusted" and "64 NaN/Inf elements (first at [0,500,0,0])" in row["reason"]
+    # The complete pass locates it too: the block of head 0 holding row 500.
+    assert row["figures"]["blocks"]["first_nonfinite_block"] == {"batch": 0, "head": 0, "rows": [448, 512]}
 
 
 def test_rerun_and_call_path_differences_are_located():
@@ -202,3 +208,73 @@ def test_ladder_slope_verdict_over_device_lengths():
     assert good["verdict"] == "passed", good
     bad = attest.device_ladder(accumulates_in_bf16, **kw)
     assert bad["verdict"] == "failed", bad
+
+
+# ---- complete accuracy (issue 32): every row against FP64, the sampled budget on every block ----
+
+def zeroes_one_block(q, k, v, *, causal, scale):
+    o = exact(q, k, v, causal=causal, scale=scale)
+    o[0, 5, 320:384] = 0  # bhsd: head 5, rows 320-383
+    return o
+
+
+def scale_off_in_one_head(q, k, v, *, causal, scale):
+    o = exact(q, k, v, causal=causal, scale=scale)
+    o[:, 6:7] = exact(q[:, 6:7], k[:, 6:7], v[:, 6:7], causal=causal, scale=scale * 1.02)
+    return o
+
+
+def outside_sample(res, head, r0=None):
+    return not any(h == head and (r0 is None or b0 == r0) for _, h, b0, _ in res.stats["sample"]["blocks"])
+
+
+def test_every_block_is_judged_and_the_worst_is_named():
+    problem = "b1h8s1024d64"
+    res = case(zeroes_one_block, problem, checks=("accuracy",), sample_macs=2 ** 23)
+    assert not res.stats["sample"]["complete"] and outside_sample(res, 5, 320), "the plant must lie outside the sample"
+    row = res.rows[0]
+    assert row["verdict"] == "failed", res.markdown()
+    assert "1 of 128 blocks of 64 rows outside the block rule; worst: batch 0 head 5 rows 320-383" in row["reason"]
+    blocks = row["figures"]["blocks"]
+    assert blocks["worst"]["at"] == {"batch": 0, "head": 5, "rows": [320, 384]}
+    assert blocks["worst"]["rel_l2"] == pytest.approx(1.0)  # a zero block is 100 % wrong
+    cov = res.stats["coverage"]
+    assert cov["rows_compared_fp64"] == cov["rows_total"] == 8 * 1024 and cov["rows_emulated"] < cov["rows_total"]
+
+    res = case(scale_off_in_one_head, problem, checks=("accuracy",), sample_macs=2 ** 23)
+    assert outside_sample(res, 6)
+    row = res.rows[0]
+    assert row["verdict"] == "failed" and "worst: batch 0 head 6 rows" in row["reason"], res.markdown()
+    assert row["figures"]["blocks"]["failed"] >= 8  # the head's blocks, not one unlucky block
+
+
+def test_block_figures_match_an_independent_computation():
+    """The engine's whole-output figures (sums of per-block error sums) against torch in float64."""
+    problem = "b1h4s700d64"
+    res = case(exact, problem, checks=("accuracy",))
+    whole = res.rows[0]["figures"]["blocks"]["whole"]
+    q, k, v = (torch.empty(1, 700, 4, 64) for _ in "qkv")
+    N.call("device_generate", problem=problem, dist="normal", seed=1, q=D.view(q), k=D.view(k), v=D.view(v))
+    qb, kb, vb = (x.permute(0, 2, 1, 3) for x in (q, k, v))
+    ref = exact(qb.double(), kb.double(), vb.double(), causal=False, scale=64 ** -0.5).permute(0, 2, 1, 3)
+    out = exact(*(x.to(torch.bfloat16) for x in (qb, kb, vb)), causal=False, scale=64 ** -0.5).permute(0, 2, 1, 3).double()
+    d = out - ref
+    assert whole["rel_l2"] == pytest.approx((d.norm() / ref.norm()).item(), rel=1e-9)
+    assert whole["max_abs"] == pytest.approx(d.abs().max().item(), rel=1e-12)
+    assert whole["elements"] == 700 * 4 * 64
+
+
+def test_input_guard_fails_a_callable_that_writes_into_its_inputs():
+    def halves_k_after(q, k, v, *, causal, scale):
+        o = exact(q, k, v, causal=causal, scale=scale)
+        k.mul_(0.5)  # a correct output, then its K damaged in place
+        return o
+
+    res = case(halves_k_after, "b1h2s256d64", checks=("accuracy",))
+    row = [r for r in res.rows if r["check"] == "input_guard"][0]
+    assert row["verdict"] == "failed" and "call 1: the callable wrote into its input k " in row["reason"], res.markdown()
+    assert not res.passed
+    # Declared: every call gets copies, nothing to guard, and the output is right.
+    res = case(halves_k_after, "b1h2s256d64", mutates_inputs=True)
+    assert res.passed and "input_guard" not in verdicts(res), res.markdown()
+    assert "declared mutates_inputs" in res.markdown()

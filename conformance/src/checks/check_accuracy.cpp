@@ -1,7 +1,10 @@
 // accuracy: error against the FP64 reference inside the recipe's noise floor (DESIGN.md):
 //   metric(K, ref64) <= alpha * metric(emu, ref64) + beta * metric(emu_rev, emu) + eps
 // for every metric the tolerance row bounds (out and lse), after the trust checks.
+// The per-block figures (worst 64-row block of each head, the engine's reduction, engine.hpp)
+// come with every verdict; the verdict itself is the rule above on every row.
 #include "attest/conformance/accuracy.hpp"
+#include "attest/conformance/engine.hpp"
 #include "common.hpp"
 
 namespace attest::conformance::checks {
@@ -10,8 +13,10 @@ std::unique_ptr<Check> make_accuracy() {
   return make_check("accuracy", "error vs FP64 within alpha*budget + beta*floor + eps (out, lse)",
                     [](const Check& self, Context& ctx) {
                       const auto& k = ctx.baseline();
-                      return judge_accuracy(ctx.tolerances().lookup(ctx.recipe_label(), self.name()), k.out, k.lse,
-                                            ctx.ref64(), ctx.emu(), ctx.emu_rev());
+                      auto o = judge_accuracy(ctx.tolerances().lookup(ctx.recipe_label(), self.name()), k.out, k.lse,
+                                              ctx.ref64(), ctx.emu(), ctx.emu_rev());
+                      o.figures["blocks"] = engine::block_figures(engine::ref_of(k.out), engine::ref_of(ctx.ref64().out), 64);
+                      return o;
                     });
 }
 

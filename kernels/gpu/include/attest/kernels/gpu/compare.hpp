@@ -1,22 +1,14 @@
 #pragma once
-/// Device-side comparison and gathering for the device-resident gate (python/csrc/attest_py_device.cpp):
-/// a caller's tensors (a framework's device memory, any strides, f32 / bf16 / f16) are compared
-/// or read where they live, and only figures, or the few rows a sampled check needs, come back
-/// to the host. Plain C++ header (no device headers).
+/// Device-side comparisons of caller tensors for the conformance engine
+/// (conformance/include/attest/conformance/engine.hpp): a framework's device memory, any
+/// strides, read in place through attest::TensorRef; only figures, or the few rows a sampled
+/// check needs, come back to the host. The element decoding and the error sums are core's
+/// (attest/core/tensor_ref.hpp), the same code the engine's host path runs. Plain C++ header.
 #include <cstdint>
 
+#include "attest/core/tensor_ref.hpp"
+
 namespace attest::gpu {
-
-/// Element types of caller tensors.
-enum class CmpType : std::uint8_t { f32, bf16, f16 };
-
-/// A caller's 4-D device tensor: logical shape and element strides (any order in memory).
-struct View4 {
-  const void* data = nullptr;
-  CmpType type = CmpType::f32;
-  std::int64_t shape[4] = {1, 1, 1, 1};
-  std::int64_t stride[4] = {0, 0, 0, 0};
-};
 
 /// Figures of one device comparison. Elements are visited in logical (row-major) order;
 /// `first` is the smallest logical index that differs (-1: none).
@@ -29,11 +21,21 @@ struct CmpFigures {
 };
 
 /// Compares a with b (same logical shape; b.data == nullptr: scans a alone for NaN/Inf).
-/// Synchronous; throws attest::Error on a shape mismatch or a runtime error.
-CmpFigures compare_device(const View4& a, const View4& b);
+/// f32 / bf16 / f16. Synchronous; throws attest::Error on a shape mismatch or a runtime error.
+CmpFigures compare_device(const TensorRef& a, const TensorRef& b);
 
 /// Copies the logical sub-block [lo, hi) of `src` (per dimension) into host memory as
 /// contiguous float32 (row-major over the sub-block). Synchronous.
-void gather_f32(const View4& src, const std::int64_t lo[4], const std::int64_t hi[4], float* host_out);
+void gather_f32(const TensorRef& src, const std::int64_t lo[4], const std::int64_t hi[4], float* host_out);
+
+/// Sum over the elements of elem::checksum_term(bits, logical index), modulo 2^64: the input
+/// guard's fingerprint (the engine's host path computes the same sum). Synchronous.
+std::uint64_t checksum_device(const TensorRef& t);
+
+/// Error sums of `test` against `ref` (same logical shape [n0, S, n2, D]; any element types)
+/// per (i0, i2, block of `rows` consecutive i1): out[(i0 * n2 + i2) * nblk + blk], nblk =
+/// ceil(S / rows), copied to host memory. Deterministic (fixed per-thread order, tree
+/// reduction). Synchronous.
+void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64_t rows, ErrSums* host_out);
 
 }  // namespace attest::gpu

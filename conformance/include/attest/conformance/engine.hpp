@@ -1,0 +1,128 @@
+#pragma once
+/// The conformance engine on tensors where they live (docs/python.md "Device-resident cases",
+/// docs/gate.md "Complete accuracy"): a kernel's output, host or device memory, read in place
+/// through attest::TensorRef and judged against the FP64 reference on every row.
+///
+///   judge        accuracy on every output element: the FP64 reference (gpu.ref64 on the
+///                caller's device buffers, or the CPU reference for host tensors) reduced into
+///                error sums per (batch, head, block of `rows` query rows); the noise-floor budget
+///                from the recipe emulator and its floor twin on the planned blocks (all of them
+///                when the emulated work fits, else a seeded sample) -- the gate's rule on those
+///                rows, and the block rule on every block (below). Bitwise on the planned blocks.
+///   same         determinism / call_path: two outputs compared bit for bit.
+///   input_guard  a callable that wrote into its inputs: fingerprints before and after.
+///   generate     the case's Philox inputs, written into the caller's buffers.
+///
+/// The block rule (the sample's budget applied to every block): for each block, rel_l2 =
+/// |t - r|_2 / |r|_2 and max_rel = max|t - r| / max|r| must stay within
+///   alpha_m * budget_m + beta_m * floor_m + eps_m
+/// where budget_m / floor_m are the largest values of the same figure over the emulated blocks
+/// (emulator vs FP64; floor twin vs emulator, before output rounding), alpha / beta / eps the
+/// tolerance row's for rel_l2 (rel_l2) and max_abs (max_rel). Both figures are scale-free, so a
+/// block's own magnitude never enters its bound. A NaN/Inf where the reference is finite
+/// mistrusts the verdict, whichever block it is in.
+///
+/// The Python binding (python/csrc) and the C++ callers use these functions; no verdict is
+/// computed anywhere else.
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "attest/conformance/case.hpp"
+#include "attest/conformance/tolerance.hpp"
+#include "attest/conformance/verdict.hpp"
+#include "attest/core/tensor.hpp"
+#include "attest/core/tensor_ref.hpp"
+#include "attest/datasets/distributions.hpp"
+
+namespace attest::conformance::engine {
+
+struct SampleArgs {
+  std::int64_t rows = 64;               ///< query rows per block
+  double max_macs = 8589934592.0;       ///< 2^33 multiply-adds of emulated work (about ten seconds on 16 cores)
+  std::string causal = "top_left";      ///< the callable's causal convention: top_left or bottom_right
+};
+
+/// One planned block: rows [r0, r1) of (batch b, head h), keys [0, kend).
+struct Slice {
+  std::int64_t b = 0, h = 0, r0 = 0, r1 = 0, kend = 0;
+};
+
+struct Plan {
+  std::vector<Slice> slices;  ///< the emulated blocks, sorted by (b, h, r0)
+  bool complete = false;      ///< every block emulated
+  std::int64_t rows = 0;
+  double macs_total = 0, macs_sampled = 0;
+  std::int64_t kv_tiles = 0, kv_tiles_covered = 0;
+};
+
+/// Why the engine does not take this recipe / problem (empty: it does).
+std::string recipe_refusal(const Recipe& r);
+std::string plan_refusal(const Problem& p, const std::string& causal);
+/// The emulated blocks: all when the work fits `max_macs`, else (0,0) block 0, the last block of
+/// (B-1, H-1) and std::mt19937_64(seed)-drawn blocks within the budget. Throws attest::Error
+/// with the refusal.
+Plan plan_blocks(const Problem& p, const SampleArgs& a, std::uint64_t seed, std::int64_t tile_kv);
+nlohmann::json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, const SampleArgs& a);
+
+/// `q`, `k`, `v`: the generated float32 inputs [B,S,H,D] (before the kernel's cast; device or
+/// host, all alike); `out`: the kernel's output, logical [B,S,H,Dv], f32 / bf16 / f16.
+struct JudgeRequest {
+  Case c;
+  std::vector<std::string> checks{"accuracy"};  ///< accuracy, bitwise
+  SampleArgs sample;
+  const ToleranceTable* tolerances = nullptr;   ///< nullptr: the built-in table
+  TensorRef q, k, v, out;
+  std::int64_t scratch_bytes = std::int64_t{512} << 20;  ///< device FP64 reference chunk (heads per chunk follow)
+};
+
+struct Report {
+  std::vector<Result> results;
+  nlohmann::json sample;  ///< plan, coverage, timings
+  int exit_code = 0;
+};
+
+/// Every requested check UNSUPPORTED with `why`.
+Report refuse_all(const Case& c, const std::vector<std::string>& checks, const std::string& why);
+Report judge(const JudgeRequest& req);
+
+/// determinism / call_path: `b` against `a` bit for bit ([B,S,H,Dv]); an output sharing memory
+/// with `a` is UNSUPPORTED (a reused buffer proves nothing).
+Result same(const Case& c, const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b);
+
+/// Order-free fingerprint of a tensor's bits (elem::checksum_term summed), host or device.
+std::uint64_t checksum(const TensorRef& t);
+
+/// The input guard's row: FAILED naming every input whose fingerprint changed over `what`.
+struct Fingerprint {
+  std::string name;
+  std::uint64_t before = 0, after = 0;
+};
+Result input_guard(const Case& c, const std::string& what, const std::vector<Fingerprint>& inputs);
+
+/// The case's inputs into contiguous float32 [B,S,H,D] buffers (device: the Philox streams on
+/// the GPU, bit-identical to the CPU generator).
+void generate(const Problem& p, datasets::Distribution dist, std::uint64_t seed, const TensorRef& q,
+              const TensorRef& k, const TensorRef& v);
+
+/// {backend, devices, device, arch}.
+nlohmann::json info();
+
+/// Per-block figures of `test` against `ref` (same logical shape [B,S,H,D], host or device):
+/// {count, rows_per_block, nonfinite_blocks, whole, worst: {at, rel_l2, max_rel, ...}}, the
+/// worst block by rel_l2 (the gate's accuracy rows carry them; the rule there is on every row).
+nlohmann::json block_figures(const TensorRef& test, const TensorRef& ref, std::int64_t rows);
+
+/// Tensor copies of a ref's logical block [lo, hi) as contiguous f32.
+Tensor gather(const TensorRef& t, const std::int64_t lo[4], const std::int64_t hi[4]);
+/// A host Tensor (f64 / f32) as a TensorRef.
+TensorRef ref_of(const Tensor& t);
+
+/// Helpers shared with the binding's studies.
+Tensor concat_rows(const std::vector<Tensor>& parts);  ///< along dimension 1 of [B,s_i,H,D] (f32 or f64)
+Result make_result(const Case& c, const std::string& check, Outcome o, double seconds);
+
+}  // namespace attest::conformance::engine

@@ -1,0 +1,873 @@
+// The conformance engine on tensors where they live (engine.hpp). Device code is reached through
+// kernels/gpu's plain headers when the library is built with a GPU backend (ATTEST_GPU_BACKEND);
+// host tensors take the same steps with the CPU reference, so CI checks planner, block figures
+// and verdicts without a GPU.
+#include "attest/conformance/engine.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <map>
+#include <random>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "attest/conformance/accuracy.hpp"
+#include "attest/conformance/check.hpp"
+#include "attest/core/status.hpp"
+#include "attest/metrics/tensor_metrics.hpp"
+#include "attest/reference/attention.hpp"
+#include "attest/reference/emulate.hpp"
+
+#ifdef ATTEST_GPU_BACKEND
+#include "attest/kernels/gpu/attn_fwd_ref64.hpp"
+#include "attest/kernels/gpu/compare.hpp"
+#include "attest/kernels/gpu/device.hpp"
+#include "attest/kernels/gpu/generate_qkv.hpp"
+#endif
+
+namespace attest::conformance::engine {
+namespace {
+
+using nlohmann::json;
+using i64 = std::int64_t;
+
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+[[noreturn, maybe_unused]] void no_gpu(const char* what) {
+  throw Error(fmt::format("{}: device tensors need attest built with a GPU backend; this one was built with "
+                          "ATTEST_GPU=none (scripts/device/build-python-cuda builds the CUDA one)",
+                          what));
+}
+
+void expect_shape(const TensorRef& v, const char* name, std::initializer_list<i64> want) {
+  int i = 0;
+  for (const i64 w : want) {
+    if (v.shape[i] != w)
+      throw Error(fmt::format("tensor '{}': shape [{}, {}, {}, {}] does not match the problem (dimension {} should be {})", name,
+                              v.shape[0], v.shape[1], v.shape[2], v.shape[3], i, w));
+    ++i;
+  }
+}
+
+// Logical index e of a ref's shape as (i0, i1, i2, i3).
+std::array<i64, 4> unravel(const TensorRef& v, i64 e) {
+  return {e / (v.shape[3] * v.shape[2] * v.shape[1]), (e / (v.shape[3] * v.shape[2])) % v.shape[1],
+          (e / v.shape[3]) % v.shape[2], e % v.shape[3]};
+}
+
+std::string index_of(const TensorRef& v, i64 e) {
+  const auto i = unravel(v, e);
+  return fmt::format("[{},{},{},{}]", i[0], i[1], i[2], i[3]);
+}
+
+// Byte range [lo, hi) a ref's elements span.
+std::pair<std::uintptr_t, std::uintptr_t> extent(const TensorRef& v) {
+  const auto base = reinterpret_cast<std::uintptr_t>(v.data);
+  const auto size = static_cast<i64>(dtype_size(v.dtype));
+  i64 lo = 0, hi = 0;
+  for (int i = 0; i < 4; ++i) {
+    if (v.shape[i] == 0) return {base, base};
+    (v.stride[i] < 0 ? lo : hi) += (v.shape[i] - 1) * v.stride[i];
+  }
+  return {base + static_cast<std::uintptr_t>(lo * size), base + static_cast<std::uintptr_t>(hi * size + size)};
+}
+
+struct Cmp {
+  i64 count = 0, bit_diff = 0, nonfinite_a = 0, first = -1;
+  double max_abs = 0;
+};
+
+// a against b bit for bit (b == nullptr: a scanned for NaN/Inf). Same figures on both sides.
+Cmp compare_refs(const TensorRef& a, const TensorRef* b) {
+  if (b != nullptr) {
+    if (b->device != a.device) throw Error("compare: one tensor is on the device and the other on the host");
+    for (int i = 0; i < 4; ++i)
+      if (a.shape[i] != b->shape[i])
+        throw Error(fmt::format("compare: shapes differ in dimension {} ({} vs {})", i, a.shape[i], b->shape[i]));
+  }
+  Cmp c;
+  if (a.device) {
+#ifdef ATTEST_GPU_BACKEND
+    const auto f = gpu::compare_device(a, b != nullptr ? *b : TensorRef{});
+    c = {f.count, f.bit_diff, f.nonfinite_a, f.first, f.max_abs};
+#else
+    no_gpu("compare");
+#endif
+    return c;
+  }
+  i64 e = 0;
+  for (i64 i0 = 0; i0 < a.shape[0]; ++i0)
+    for (i64 i1 = 0; i1 < a.shape[1]; ++i1)
+      for (i64 i2 = 0; i2 < a.shape[2]; ++i2)
+        for (i64 i3 = 0; i3 < a.shape[3]; ++i3, ++e) {
+          const i64 oa = a.offset(i0, i1, i2, i3);
+          const auto x = static_cast<float>(elem::load(a, oa));
+          if (!std::isfinite(x)) {
+            ++c.nonfinite_a;
+            if (b == nullptr && c.first < 0) c.first = e;
+          }
+          if (b == nullptr) continue;
+          const i64 ob = b->offset(i0, i1, i2, i3);
+          const auto y = static_cast<float>(elem::load(*b, ob));
+          const bool same = a.dtype == b->dtype ? elem::bits(a, oa) == elem::bits(*b, ob)
+                                                : elem::bits_as<std::uint32_t>(x) == elem::bits_as<std::uint32_t>(y);
+          if (!same) {
+            ++c.bit_diff;
+            if (c.first < 0) c.first = e;
+            const double d = std::fabs(static_cast<double>(x) - y);
+            if (std::isfinite(d)) c.max_abs = std::max(c.max_abs, d);
+          }
+        }
+  c.count = e;
+  return c;
+}
+
+// Error sums per (i0, i2, block of `rows` i1) of test against ref (same shapes), on the host:
+// the same per-element code as the device kernel (ErrSums::add).
+std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i64 rows) {
+  const i64 nblk = (t.shape[1] + rows - 1) / rows;
+  std::vector<ErrSums> out(static_cast<std::size_t>(t.shape[0] * t.shape[2] * nblk));
+#pragma omp parallel for schedule(static)
+  for (i64 id = 0; id < static_cast<i64>(out.size()); ++id) {
+    const i64 blk = id % nblk, i2 = (id / nblk) % t.shape[2], i0 = id / (nblk * t.shape[2]);
+    ErrSums s;
+    for (i64 i1 = blk * rows; i1 < std::min(t.shape[1], blk * rows + rows); ++i1)
+      for (i64 i3 = 0; i3 < t.shape[3]; ++i3) s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)));
+    out[static_cast<std::size_t>(id)] = s;
+  }
+  return out;
+}
+
+// A sub-ref: the logical block starting at `lo` with extents `n`.
+[[maybe_unused]] TensorRef sub(const TensorRef& t, std::array<i64, 4> lo, std::array<i64, 4> n) {
+  TensorRef s = t;
+  s.data = static_cast<const std::byte*>(t.data) +
+           t.offset(lo[0], lo[1], lo[2], lo[3]) * static_cast<i64>(dtype_size(t.dtype));
+  for (int i = 0; i < 4; ++i) s.shape[i] = n[static_cast<std::size_t>(i)];
+  return s;
+}
+
+double rel(double num_sq, double den_sq) {
+  if (den_sq > 0) return std::sqrt(num_sq / den_sq);
+  return num_sq > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+double rel_l2(const ErrSums& s) { return rel(s.sum_sq, s.ref_sq); }
+double max_rel(const ErrSums& s) {
+  if (s.ref_max > 0) return s.max_abs / s.ref_max;
+  return s.max_abs > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+}
+
+json sums_json(const ErrSums& s) {
+  return json{{"rel_l2", json_number(rel_l2(s))}, {"max_rel", json_number(max_rel(s))}, {"max_abs", json_number(s.max_abs)},
+              {"ref_max_abs", json_number(s.ref_max)}, {"elements", s.count}, {"nonfinite", s.nonfinite_test}};
+}
+
+// The FP64 reference of the whole problem, compared with `out` block by block. Device: gpu.ref64
+// on the caller's buffers, a chunk of heads at a time into a scratch of `scratch_bytes`; host:
+// the CPU reference on the whole problem.
+std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const TensorRef& k, const TensorRef& v,
+                                     const TensorRef& out, i64 rows, i64 scratch_bytes, json& info) {
+  const i64 B = p.batch, H = p.heads_q, S = p.seqlen_q, Dv = p.head_dim_v;
+  const i64 nblk = (S + rows - 1) / rows;
+  std::vector<ErrSums> all(static_cast<std::size_t>(B * H * nblk));
+  if (!out.device) {
+    const i64 lo[4] = {0, 0, 0, 0};
+    const i64 hq[4] = {B, S, H, p.head_dim}, hk[4] = {B, p.seqlen_kv, p.heads_kv, p.head_dim},
+              hv[4] = {B, p.seqlen_kv, p.heads_kv, Dv};
+    const auto r = ref::attention(p, gather(q, lo, hq), gather(k, lo, hk), gather(v, lo, hv), ref::Precision::fp64);
+    all = block_errors_host(out, ref_of(r.out), rows);
+    info = {{"reference", "ref::attention fp64 (host)"}, {"chunks", 1}};
+    return all;
+  }
+#ifdef ATTEST_GPU_BACKEND
+  const i64 group = p.heads_q / p.heads_kv;
+  if (q.dtype != DType::f32 || k.dtype != DType::f32 || v.dtype != DType::f32)
+    throw Error("device inputs q, k, v must be float32 (the generated tensors, before the kernel's cast)");
+  const i64 per_head = S * Dv * static_cast<i64>(sizeof(double));
+  const i64 hc = std::min(H, std::max<i64>(1, scratch_bytes / std::max<i64>(1, per_head * group)) * group);
+  gpu::DeviceBuffer scratch(static_cast<std::size_t>(hc * per_head));
+  std::vector<ErrSums> chunk(static_cast<std::size_t>(hc * nblk));
+  i64 chunks = 0;
+  for (i64 b = 0; b < B; ++b)
+    for (i64 h0 = 0; h0 < H; h0 += hc) {
+      const i64 n = std::min(hc, H - h0);
+      gpu::Ref64Args a = gpu::ref64_args(p);
+      a.batch = 1;
+      a.heads_q = n;
+      a.heads_kv = n / group;
+      const auto dt = [](const TensorRef& x, i64 bb, i64 hh) {
+        gpu::DeviceTensor t;
+        t.data = const_cast<void*>(sub(x, {bb, 0, hh, 0}, {1, 1, 1, 1}).data);
+        t.type = gpu::ElemType::f32;
+        for (int i = 0; i < 4; ++i) t.stride[i] = x.stride[i];
+        return t;
+      };
+      a.q = dt(q, b, h0);
+      a.k = dt(k, b, h0 / group);
+      a.v = dt(v, b, h0 / group);
+      a.out.data = scratch.data();
+      a.out.type = gpu::ElemType::f64;
+      a.out.stride[0] = S * n * Dv;
+      a.out.stride[1] = n * Dv;
+      a.out.stride[2] = Dv;
+      a.out.stride[3] = 1;
+      gpu::attn_fwd_ref64(a);
+      TensorRef r;
+      r.data = scratch.data();
+      r.dtype = DType::f64;
+      r.device = true;
+      const i64 shp[4] = {1, S, n, Dv}, str[4] = {S * n * Dv, n * Dv, Dv, 1};
+      for (int i = 0; i < 4; ++i) r.shape[i] = shp[i], r.stride[i] = str[i];
+      gpu::block_errors_device(sub(out, {b, 0, h0, 0}, {1, S, n, Dv}), r, rows, chunk.data());
+      for (i64 h = 0; h < n; ++h)
+        std::copy_n(chunk.begin() + h * nblk, nblk, all.begin() + ((b * H + h0 + h) * nblk));
+      ++chunks;
+    }
+  info = {{"reference", "gpu.ref64 (device buffers)"}, {"chunks", chunks}, {"heads_per_chunk", hc},
+          {"scratch_bytes", hc * per_head}};
+  return all;
+#else
+  (void)scratch_bytes;
+  no_gpu("reference");
+#endif
+}
+
+// Error sums of test against ref for host Tensors of one planned block ([1, n, 1, D]).
+ErrSums sums_of(const Tensor& t, const Tensor& r) {
+  const auto e = block_errors_host(ref_of(t), ref_of(r), std::max<i64>(1, t.dim(1)));
+  ErrSums s;
+  for (const auto& x : e) s.merge(x);
+  return s;
+}
+
+// Bitwise on the planned blocks (the gate's check_bitwise rule).
+Outcome judge_bitwise(const Recipe& recipe, const Tensor& K, const ref::EmulatorOutput& emu, const Plan& plan) {
+  if (!recipe.bitwise_capable()) return {Verdict::unsupported, "recipe uses hardware exp2: no bitwise model exists", json::object()};
+  if (const auto ce = metrics::compare(emu.out, emu.out, 0); ce.norm_ref == 0 && ce.nan_ref == 0)
+    return {Verdict::mistrusted, "emulator output is all zero: bitwise equality would prove nothing", json::object()};
+  const auto m = metrics::compare(K, emu.out, 8);
+  json fig;
+  metrics::to_json(fig["out"], m);
+  if (m.bit_mismatches == 0) return {Verdict::passed, "", fig};
+  const auto& mm = m.first_mismatches.front();
+  // The planned row index maps back to (b, s, h) of the whole output.
+  const i64 row = mm.index.size() > 1 ? mm.index[1] : 0;
+  i64 at = 0;
+  const Slice* hit = &plan.slices.front();
+  for (const auto& s : plan.slices) {
+    if (row < at + (s.r1 - s.r0)) {
+      hit = &s;
+      break;
+    }
+    at += s.r1 - s.r0;
+  }
+  const i64 d = mm.index.size() > 3 ? mm.index[3] : 0;
+  return {Verdict::failed,
+          fmt::format("{} of {} {} output elements differ bitwise from the recipe emulator; first at [{},{},{},{}]: "
+                      "{:.9g} vs {:.9g}",
+                      m.bit_mismatches, m.count, plan.complete ? "" : "sampled", hit->b, hit->r0 + (row - at), hit->h, d,
+                      mm.test, mm.ref),
+          fig};
+}
+
+}  // namespace
+
+json block_figures(const TensorRef& test, const TensorRef& ref, std::int64_t rows) {
+  for (int i = 0; i < 4; ++i)
+    if (test.shape[i] != ref.shape[i]) throw Error(fmt::format("block_figures: shapes differ in dimension {}", i));
+  std::vector<ErrSums> blocks;
+  if (test.device) {
+#ifdef ATTEST_GPU_BACKEND
+    const i64 nblk = (test.shape[1] + rows - 1) / rows;
+    blocks.resize(static_cast<std::size_t>(test.shape[0] * test.shape[2] * nblk));
+    gpu::block_errors_device(test, ref, rows, blocks.data());
+#else
+    no_gpu("block_figures");
+#endif
+  } else {
+    blocks = block_errors_host(test, ref, rows);
+  }
+  const i64 nblk = (test.shape[1] + rows - 1) / rows;
+  ErrSums whole;
+  i64 worst = -1, nonfinite = 0;
+  double w = -1;
+  for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id) {
+    const ErrSums& s = blocks[static_cast<std::size_t>(id)];
+    whole.merge(s);
+    nonfinite += s.nonfinite_test > 0 ? 1 : 0;
+    const double r = std::isnan(rel_l2(s)) ? std::numeric_limits<double>::infinity() : rel_l2(s);
+    if (r > w) w = r, worst = id;
+  }
+  json j{{"count", blocks.size()}, {"rows_per_block", rows}, {"nonfinite_blocks", nonfinite}, {"whole", sums_json(whole)}};
+  if (worst >= 0) {
+    const i64 blk = worst % nblk, h = (worst / nblk) % test.shape[2], b = worst / (nblk * test.shape[2]);
+    j["worst"] = sums_json(blocks[static_cast<std::size_t>(worst)]);
+    j["worst"]["at"] = {{"batch", b}, {"head", h}, {"rows", {blk * rows, std::min(test.shape[1], blk * rows + rows)}}};
+  }
+  return j;
+}
+
+TensorRef ref_of(const Tensor& t) {
+  if (t.rank() != 4) throw Error(fmt::format("ref_of: tensor of rank {} where 4 is expected", t.rank()));
+  TensorRef r;
+  r.data = t.raw();
+  r.dtype = t.dtype();
+  for (int i = 0; i < 4; ++i) {
+    r.shape[i] = t.dim(i);
+    r.stride[i] = t.strides()[static_cast<std::size_t>(i)];
+  }
+  return r;
+}
+
+Tensor gather(const TensorRef& v, const std::int64_t lo[4], const std::int64_t hi[4]) {
+  Tensor t(DType::f32, {hi[0] - lo[0], hi[1] - lo[1], hi[2] - lo[2], hi[3] - lo[3]});
+  if (v.device) {
+#ifdef ATTEST_GPU_BACKEND
+    gpu::gather_f32(v, lo, hi, t.data<float>());
+#else
+    no_gpu("gather");
+#endif
+    return t;
+  }
+  float* o = t.data<float>();
+  for (i64 a = lo[0]; a < hi[0]; ++a)
+    for (i64 b = lo[1]; b < hi[1]; ++b)
+      for (i64 c = lo[2]; c < hi[2]; ++c)
+        for (i64 d = lo[3]; d < hi[3]; ++d) *o++ = static_cast<float>(elem::load(v, v.offset(a, b, c, d)));
+  return t;
+}
+
+Tensor concat_rows(const std::vector<Tensor>& parts) {
+  i64 total = 0;
+  for (const auto& p : parts) total += p.dim(1);
+  const auto& f = parts.front();
+  Tensor out(f.dtype(), {f.dim(0), total, f.dim(2), f.dim(3)});
+  const auto copy = [&]<class T>(T) {
+    const auto o = out.view<T, 4>();
+    i64 at = 0;
+    for (const auto& p : parts) {
+      const auto v = p.view<T, 4>();
+      for (i64 b = 0; b < v.shape[0]; ++b)
+        for (i64 s = 0; s < v.shape[1]; ++s)
+          for (i64 h = 0; h < v.shape[2]; ++h)
+            for (i64 d = 0; d < v.shape[3]; ++d) o(b, at + s, h, d) = v(b, s, h, d);
+      at += v.shape[1];
+    }
+  };
+  if (f.dtype() == DType::f64) copy(0.0);
+  else copy(0.0f);
+  return out;
+}
+
+Result make_result(const Case& c, const std::string& check, Outcome o, double seconds) {
+  Case cc = c;
+  cc.check = check;
+  Result r;
+  r.descriptor = to_string(cc);
+  r.kernel = c.kernel;
+  r.recipe = recipe_label(c.recipe);
+  r.problem = to_string(c.problem);
+  r.dist = std::string(datasets::distribution_name(c.dist));
+  r.check = check;
+  r.seed = c.seed;
+  r.outcome = std::move(o);
+  r.seconds = seconds;
+  return r;
+}
+
+std::string plan_refusal(const Problem& p, const std::string& causal) {
+  if (p.ragged()) return "ragged (varlen) problems are not taken by the device engine";
+  if (p.mask != Mask::none && p.seqlen_q > p.seqlen_kv)
+    return fmt::format("mask {} with seqlen_q {} > seqlen_kv {} clips the key range of some rows: the device engine does "
+                       "not take such problems", mask_name(p.mask), p.seqlen_q, p.seqlen_kv);
+  if (p.mask != Mask::none && p.seqlen_q != p.seqlen_kv && (p.mask == Mask::causal_tl) != (causal == "top_left"))
+    return fmt::format("mask {} with seqlen_q != seqlen_kv: the kernel's causal convention is {} (causal= declaration)",
+                       mask_name(p.mask), causal);
+  return {};
+}
+
+// Recipes whose input quantizers act element by element: a block's emulation is then exactly
+// the whole problem's restricted to the block. Block, token or tensor scales (INT8, FP8, MX)
+// depend on rows outside the block.
+std::string recipe_refusal(const Recipe& r) {
+  for (const auto* s : {&r.q, &r.k, &r.v})
+    if (*s != "bf16" && *s != "fp16" && *s != "f32")
+      return fmt::format("recipe {}: input scheme '{}' is not an element-wise cast; the device engine emulates only cast "
+                         "recipes (scales over blocks, tokens or tensors depend on rows outside a block)",
+                         recipe_label(r), *s);
+  return {};
+}
+
+// std::mt19937_64 is specified bit for bit by the standard and draws are reduced by `%`, so a
+// seed names the same sample on every platform (std::uniform_int_distribution is not).
+Plan plan_blocks(const Problem& p, const SampleArgs& sa, std::uint64_t seed, std::int64_t tile_kv) {
+  if (const auto why = plan_refusal(p, sa.causal); !why.empty()) throw Error(why);
+  Plan plan;
+  plan.rows = sa.rows;
+  const i64 rows = sa.rows, S = p.seqlen_q, T = p.seqlen_kv, B = p.batch, H = p.heads_q;
+  const i64 nb = (S + rows - 1) / rows;
+  const auto make = [&](i64 b, i64 h, i64 blk) {
+    Slice s{b, h, blk * rows, std::min(S, blk * rows + rows), 0};
+    s.kend = std::clamp<i64>(p.visible_keys(b, s.r1 - 1), 0, T);
+    return s;
+  };
+  const auto key = [](const Slice& s) { return std::tuple{s.b, s.h, s.r0}; };
+  const auto work = [&](const Slice& s) { return static_cast<double>(s.r1 - s.r0) * s.kend * (p.head_dim + p.head_dim_v); };
+  double per_bh = 0;
+  for (i64 blk = 0; blk < nb; ++blk) per_bh += work(make(0, 0, blk));
+  plan.macs_total = per_bh * B * H;
+  plan.kv_tiles = (T + tile_kv - 1) / tile_kv;
+  if (plan.macs_total <= sa.max_macs) {
+    plan.complete = true;
+    for (i64 b = 0; b < B; ++b)
+      for (i64 h = 0; h < H; ++h)
+        for (i64 blk = 0; blk < nb; ++blk) plan.slices.push_back(make(b, h, blk));
+  } else {
+    std::set<std::tuple<i64, i64, i64>> seen;
+    const auto add = [&](const Slice& s) {
+      if (seen.insert(key(s)).second) plan.slices.push_back(s);
+    };
+    // Block 0 of (0,0) and the last block of (B-1, H-1), whose rows see every key: every KV tile
+    // boundary and the partial last tile, with or without a causal mask.
+    add(make(0, 0, 0));
+    add(make(B - 1, H - 1, nb - 1));
+    double used = 0;
+    for (const auto& s : plan.slices) used += work(s);
+    std::mt19937_64 rng(seed ^ 0x5A4D504C45ull);  // "ZMPLE": the sample's stream, apart from the data's Philox
+    const i64 all = B * H * nb;
+    for (i64 tries = 0; tries < 4 * all && static_cast<i64>(seen.size()) < all; ++tries) {
+      const auto r = static_cast<i64>(rng() % static_cast<std::uint64_t>(all));
+      const Slice s = make(r / (H * nb), (r / nb) % H, r % nb);
+      if (seen.count(key(s)) != 0) continue;
+      if (used + work(s) > sa.max_macs) break;
+      used += work(s);
+      add(s);
+    }
+    std::sort(plan.slices.begin(), plan.slices.end(), [&](const Slice& x, const Slice& y) { return key(x) < key(y); });
+  }
+  i64 kmax = 0;
+  for (const auto& s : plan.slices) {
+    plan.macs_sampled += work(s);
+    kmax = std::max(kmax, s.kend);
+    // The block becomes a cross-attention sub-problem over keys [0, kend); with a causal mask
+    // (S == T) row i sees keys [0, i] = causal_br on that sub-problem. Check it, row by row.
+    if (p.mask != Mask::none)
+      for (i64 i = s.r0; i < s.r1; ++i)
+        if (p.visible_keys(s.b, i) != s.kend - (s.r1 - 1 - i))
+          throw Error(fmt::format("mask {} clips the key range of row {} (seqlen_q {} > seqlen_kv {}): the device engine "
+                                  "does not take such problems", mask_name(p.mask), i, p.seqlen_q, p.seqlen_kv));
+  }
+  plan.kv_tiles_covered = (kmax + tile_kv - 1) / tile_kv;
+  return plan;
+}
+
+json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, const SampleArgs& a) {
+  json list = json::array();
+  i64 rows = 0;
+  for (const auto& s : plan.slices) {
+    rows += s.r1 - s.r0;
+    list.push_back({s.b, s.h, s.r0, s.r1});
+  }
+  const i64 total = p.batch * p.heads_q * p.seqlen_q;
+  return json{{"complete", plan.complete},
+              {"slices", plan.slices.size()},
+              {"rows_per_block", plan.rows},
+              {"rows_sampled", rows},
+              {"rows_total", total},
+              {"fraction", static_cast<double>(rows) / static_cast<double>(std::max<i64>(1, total))},
+              {"macs_sampled", plan.macs_sampled},
+              {"macs_total", plan.macs_total},
+              {"max_macs", a.max_macs},
+              {"kv_tiles", plan.kv_tiles},
+              {"kv_tiles_covered", plan.kv_tiles_covered},
+              {"seed", seed},
+              {"blocks", list},
+              {"repro", fmt::format("sample_rows={} sample_macs={:.0f}", plan.rows, a.max_macs)}};
+}
+
+Report refuse_all(const Case& c, const std::vector<std::string>& checks, const std::string& why) {
+  Report r;
+  for (const auto& ch : checks) r.results.push_back(make_result(c, ch, {Verdict::unsupported, why, json::object()}, 0));
+  return r;
+}
+
+Report judge(const JudgeRequest& req) {
+  const auto t_all = std::chrono::steady_clock::now();
+  const Case& c = req.c;
+  const Problem& p = c.problem;
+  for (const auto& ch : req.checks)
+    if (ch != "accuracy" && ch != "bitwise")
+      throw Error(fmt::format("judge: check '{}' is not accuracy or bitwise (determinism and call_path: same)", ch));
+  const ToleranceTable& tol = req.tolerances != nullptr ? *req.tolerances : ToleranceTable::builtin();
+  const SampleArgs& sa = req.sample;
+  if (const auto why = recipe_refusal(c.recipe); !why.empty()) return refuse_all(c, req.checks, why);
+  Plan plan;
+  try {
+    plan = plan_blocks(p, sa, c.seed, c.recipe.tile_kv);
+  } catch (const Error& e) {
+    return refuse_all(c, req.checks, e.what());
+  }
+  const TensorRef &q = req.q, &k = req.k, &v = req.v, &out = req.out;
+  if (q.device != out.device || k.device != out.device || v.device != out.device)
+    throw Error("judge: q, k, v and out must all be device tensors or all host tensors");
+  expect_shape(q, "q", {p.batch, p.seqlen_q, p.heads_q, p.head_dim});
+  expect_shape(k, "k", {p.batch, p.seqlen_kv, p.heads_kv, p.head_dim});
+  expect_shape(v, "v", {p.batch, p.seqlen_kv, p.heads_kv, p.head_dim_v});
+  expect_shape(out, "out", {p.batch, p.seqlen_q, p.heads_q, p.head_dim_v});
+  json sample = plan_json(plan, p, c.seed, sa);
+
+  Recipe er = c.recipe;
+  if (er.exp2 == Exp2Policy::hw) er.exp2 = Exp2Policy::cr;  // as the gate's Context (no bitwise model of hw exp2)
+  double t_gather = 0, t_ref = 0;
+  // Per planned block: its rows of q, out and the reference, its keys (gathered from the caller's
+  // buffers), and the sub-problem (one head, rows [r0, r1), keys [0, kend)).
+  struct Part {
+    Problem ps;
+    Tensor qh, kh, vh;
+  };
+  std::vector<Part> parts;
+  std::vector<Tensor> kt, rt;
+  std::map<std::tuple<i64, i64, i64>, std::pair<Tensor, Tensor>> keys;
+  const i64 group = p.heads_q / p.heads_kv;
+  for (const auto& s : plan.slices) {
+    const i64 g = s.h / group, n = s.r1 - s.r0;
+    Part part;
+    Problem& ps = part.ps;
+    ps = p;
+    ps.batch = 1;
+    ps.heads_q = ps.heads_kv = 1;
+    ps.seqlen_q = n;
+    ps.seqlen_kv = s.kend;
+    ps.mask = p.mask == Mask::none ? Mask::none : Mask::causal_br;
+    ps.softmax_scale = p.scale();
+    auto t0 = std::chrono::steady_clock::now();
+    const i64 lq[4] = {s.b, s.r0, s.h, 0}, hq[4] = {s.b + 1, s.r1, s.h + 1, p.head_dim};
+    part.qh = gather(q, lq, hq);
+    // Keys of (b, kv head, kend) once: blocks of one head (and GQA groups) share them.
+    auto [it, fresh] = keys.try_emplace(std::tuple{s.b, g, s.kend});
+    if (fresh) {
+      const i64 lk[4] = {s.b, 0, g, 0}, hk[4] = {s.b + 1, s.kend, g + 1, p.head_dim}, hv[4] = {s.b + 1, s.kend, g + 1, p.head_dim_v};
+      it->second = {gather(k, lk, hk), gather(v, lk, hv)};
+    }
+    part.kh = it->second.first;
+    part.vh = it->second.second;
+    const i64 lo[4] = {s.b, s.r0, s.h, 0}, ho[4] = {s.b + 1, s.r1, s.h + 1, p.head_dim_v};
+    kt.push_back(gather(out, lo, ho));
+    t_gather += since(t0);
+    t0 = std::chrono::steady_clock::now();
+    // The block's FP64 reference on the host (the complete pass below computes every row on the
+    // device; this one stays with its block's emulation, small against it).
+    rt.push_back(ref::attention(ps, part.qh, part.kh, part.vh, ref::Precision::fp64).out);
+    t_ref += since(t0);
+    parts.push_back(std::move(part));
+  }
+  // The emulator and its floor twin on chunks of kEmuRows rows, in parallel: rows are independent
+  // in the emulator (each walks its own keys), and one block alone would keep one core busy.
+  constexpr i64 kEmuRows = 8;
+  struct Chunk {
+    std::size_t part;
+    i64 a, b;
+  };
+  std::vector<Chunk> chunks;
+  for (std::size_t i = 0; i < parts.size(); ++i)
+    for (i64 a = 0; a < parts[i].ps.seqlen_q; a += kEmuRows) chunks.push_back({i, a, std::min(parts[i].ps.seqlen_q, a + kEmuRows)});
+  std::vector<Tensor> eo(chunks.size()), eu(chunks.size()), fo(chunks.size()), fu(chunks.size());
+  std::string emu_error;
+  const auto t0e = std::chrono::steady_clock::now();
+#pragma omp parallel for schedule(dynamic, 1)
+  for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+    try {
+      const Chunk& ch = chunks[ci];
+      const Part& part = parts[ch.part];
+      Problem pc = part.ps;
+      pc.seqlen_q = ch.b - ch.a;
+      // causal_br keeps row r seeing keys [0, r + kend - n]: the chunk's last row ends (n - b)
+      // keys before the block's.
+      pc.seqlen_kv = pc.mask == Mask::none ? part.ps.seqlen_kv : part.ps.seqlen_kv - (part.ps.seqlen_q - ch.b);
+      const Tensor qc = token_slice(part.qh, ch.a, ch.b);
+      const Tensor kc = token_slice(part.kh, 0, pc.seqlen_kv);
+      const Tensor vc = token_slice(part.vh, 0, pc.seqlen_kv);
+      auto e = ref::emulate(pc, er, qc, kc, vc);
+      auto f = ref::emulate(pc, er, qc, kc, vc, ref::floor_twin());
+      eo[ci] = std::move(e.out);
+      eu[ci] = std::move(e.out_unrounded);
+      fo[ci] = std::move(f.out);
+      fu[ci] = std::move(f.out_unrounded);
+    } catch (const std::exception& e) {
+#pragma omp critical
+      if (emu_error.empty()) emu_error = e.what();
+    }
+  }
+  if (!emu_error.empty()) throw Error("emulator: " + emu_error);
+  const double t_emu = since(t0e);
+
+  // Per planned block: the emulator's and the floor twin's figures (the block rule's budget).
+  double b_rel = 0, b_max = 0, f_rel = 0, f_max = 0;
+  {
+    std::size_t ci = 0;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      std::vector<Tensor> e, eun, fun;
+      for (; ci < chunks.size() && chunks[ci].part == i; ++ci) {
+        e.push_back(eo[ci]);
+        eun.push_back(eu[ci]);
+        fun.push_back(fu[ci]);
+      }
+      const ErrSums be = sums_of(concat_rows(e), rt[i]), bf = sums_of(concat_rows(fun), concat_rows(eun));
+      b_rel = std::max(b_rel, rel_l2(be));
+      b_max = std::max(b_max, max_rel(be));
+      f_rel = std::max(f_rel, rel_l2(bf));
+      f_max = std::max(f_max, max_rel(bf));
+    }
+  }
+  ref::AttentionOutput ref;
+  ref.out = concat_rows(rt);
+  ref::EmulatorOutput emu, rev;
+  emu.out = concat_rows(eo);
+  emu.out_unrounded = concat_rows(eu);
+  rev.out = concat_rows(fo);
+  rev.out_unrounded = concat_rows(fu);
+  const Tensor K = concat_rows(kt);
+
+  // Every row: the FP64 reference of the whole problem, reduced per block.
+  const bool want_acc = std::find(req.checks.begin(), req.checks.end(), "accuracy") != req.checks.end();
+  std::vector<ErrSums> blocks;
+  json complete_info;
+  double t_complete = 0;
+  if (want_acc) {
+    const auto t0 = std::chrono::steady_clock::now();
+    blocks = complete_errors(p, q, k, v, out, sa.rows, req.scratch_bytes, complete_info);
+    t_complete = since(t0);
+  }
+  // The whole output: NaN/Inf anywhere (what bitwise, judged on the planned blocks, cannot see).
+  auto t0 = std::chrono::steady_clock::now();
+  const Cmp scan = compare_refs(out, nullptr);
+  const double t_scan = since(t0);
+  const auto mref = metrics::compare(ref.out, ref.out);
+  // The reference's own NaN/Inf: every row's when the complete pass ran, else the planned rows'.
+  bool ref_finite = mref.nan_ref == 0 && mref.inf_ref == 0;
+  for (const auto& b : blocks) ref_finite = ref_finite && b.nonfinite_ref == 0;
+  sample["timing_s"] = {{"gather", t_gather}, {"reference", t_ref}, {"emulator", t_emu}, {"complete_reference", t_complete},
+                        {"scan", t_scan}};
+  sample["output_scan"] = {{"elements", scan.count}, {"nonfinite", scan.nonfinite_a},
+                           {"first_nonfinite", scan.first >= 0 ? json(index_of(out, scan.first)) : json(nullptr)}};
+  sample["reference"] = q.device ? "gpu.ref64 (device buffers)" : "ref::attention fp64 (host)";
+  const i64 rows_total = p.batch * p.heads_q * p.seqlen_q;
+  sample["coverage"] = {{"rows_compared_fp64", want_acc ? rows_total : 0},
+                        {"rows_total", rows_total},
+                        {"fraction", want_acc ? 1.0 : 0.0},
+                        {"rows_emulated", sample["rows_sampled"]},
+                        {"bitwise", plan.complete ? "complete" : "sampled (the emulated blocks)"}};
+  if (want_acc) sample["complete"] = complete_info;
+
+  Report rep;
+  const double secs = since(t_all);
+  for (const auto& ch : req.checks) {
+    Outcome o;
+    if (ch == "accuracy") {
+      const ToleranceRow& row = tol.lookup(recipe_label(c.recipe), "accuracy");
+      // The gate's rule on the emulated rows (exact: kernel, emulator, twin on the same rows).
+      o = judge_accuracy(row, K, Tensor{}, ref, emu, rev);
+      // The block rule on every block.
+      const auto bound = [&](const char* m, double budget, double floor) -> std::optional<double> {
+        const auto it = row.bounds.find(m);
+        if (it == row.bounds.end()) return std::nullopt;
+        const auto e = row.bounds.find("rel_l2");
+        return it->second.alpha * budget + it->second.beta * floor + (e != row.bounds.end() ? e->second.eps : 0.0);
+      };
+      const auto br = bound("rel_l2", b_rel, f_rel), bm = bound("max_abs", b_max, f_max);
+      const i64 nblk = (p.seqlen_q + sa.rows - 1) / sa.rows;
+      i64 failed_blocks = 0, nonfinite_blocks = 0, worst = -1, first_nan = -1;
+      double worst_ratio = -1;
+      ErrSums whole;
+      for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id) {
+        const ErrSums& s = blocks[static_cast<std::size_t>(id)];
+        whole.merge(s);
+        if (s.nonfinite_test > 0) {
+          ++nonfinite_blocks;
+          if (first_nan < 0) first_nan = id;
+        }
+        double ratio = 0;
+        if (br) ratio = std::max(ratio, rel_l2(s) / std::max(*br, 1e-300));
+        if (bm) ratio = std::max(ratio, max_rel(s) / std::max(*bm, 1e-300));
+        if (std::isnan(ratio)) ratio = std::numeric_limits<double>::infinity();
+        if (ratio > 1 && s.nonfinite_test == 0) ++failed_blocks;
+        if (ratio > worst_ratio) worst_ratio = ratio, worst = id;
+      }
+      const auto where = [&](i64 id) {
+        const i64 blk = id % nblk, h = (id / nblk) % p.heads_q, b = id / (nblk * p.heads_q);
+        return std::tuple{b, h, blk * sa.rows, std::min(p.seqlen_q, blk * sa.rows + sa.rows)};
+      };
+      json bj{{"count", blocks.size()},
+              {"rows_per_block", sa.rows},
+              {"failed", failed_blocks},
+              {"nonfinite_blocks", nonfinite_blocks},
+              {"rule",
+               {{"budget_rel_l2", b_rel}, {"floor_rel_l2", f_rel}, {"bound_rel_l2", br ? json(*br) : json(nullptr)},
+                {"budget_max_rel", b_max}, {"floor_max_rel", f_max}, {"bound_max_rel", bm ? json(*bm) : json(nullptr)},
+                {"emulated_blocks", plan.slices.size()}}},
+              {"whole", sums_json(whole)}};
+      if (first_nan >= 0) {
+        const auto [b, h, r0, r1] = where(first_nan);
+        bj["first_nonfinite_block"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
+      }
+      if (worst >= 0) {
+        const auto [b, h, r0, r1] = where(worst);
+        bj["worst"] = sums_json(blocks[static_cast<std::size_t>(worst)]);
+        bj["worst"]["at"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
+        bj["worst"]["ratio_to_bound"] = json_number(worst_ratio);
+      }
+      o.figures["blocks"] = bj;
+      // A complete plan is judged by the gate's rule on every row (above); the block rule
+      // carries the sampled budget to the rows the emulator did not see.
+      if (want_acc && !blocks.empty() && conformance::verdict_ok(o.verdict)) {
+        // NaN/Inf are the whole-output scan's (below: count and first element).
+        if (failed_blocks > 0 && !plan.complete) {
+          const auto [b, h, r0, r1] = where(worst);
+          const ErrSums& s = blocks[static_cast<std::size_t>(worst)];
+          o = {Verdict::failed,
+               fmt::format("{} of {} blocks of {} rows outside the block rule; worst: batch {} head {} rows {}-{}: rel_l2 "
+                           "{:.4g} (bound {:.4g}), max_rel {:.4g} (bound {:.4g}); bounds from {} emulated blocks",
+                           failed_blocks, blocks.size(), sa.rows, b, h, r0, r1 - 1, rel_l2(s), br.value_or(NAN), max_rel(s),
+                           bm.value_or(NAN), plan.slices.size()),
+               std::move(o.figures)};
+        }
+      }
+    } else {
+      o = judge_bitwise(c.recipe, K, emu, plan);
+    }
+    // The whole output, not only the emulated rows: a NaN/Inf anywhere the reference cannot explain.
+    if (conformance::verdict_ok(o.verdict) && o.verdict != Verdict::unsupported && scan.nonfinite_a > 0 && ref_finite)
+      o = {Verdict::mistrusted,
+           fmt::format("kernel output has {} NaN/Inf elements (first at {}) while the FP64 reference is finite",
+                       scan.nonfinite_a, index_of(out, scan.first)),
+           std::move(o.figures)};
+    o.figures["sample"] = sample;
+    if (!conformance::verdict_ok(o.verdict)) rep.exit_code = 1;
+    rep.results.push_back(make_result(c, ch, std::move(o), secs));
+  }
+  rep.sample = std::move(sample);
+  return rep;
+}
+
+Result same(const Case& c, const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b) {
+  if (check != "determinism" && check != "call_path")
+    throw Error(fmt::format("same: check '{}' is not determinism or call_path", check));
+  const auto t0 = std::chrono::steady_clock::now();
+  const Problem& p = c.problem;
+  expect_shape(a, "a", {p.batch, p.seqlen_q, p.heads_q, p.head_dim_v});
+  const auto ea = extent(a), eb = extent(b);
+  if (ea.first < eb.second && eb.first < ea.second)
+    // Comparing a buffer with itself proves nothing (a callable that returns one preallocated
+    // output on every call overwrote the first result): not judged, and said so.
+    return make_result(c, check,
+                       {Verdict::unsupported,
+                        what + ": the output shares memory with the first call's (the callable reuses one output buffer): "
+                               "the two results cannot be compared; return a fresh tensor per call",
+                        json::object()},
+                       since(t0));
+  const Cmp m = compare_refs(b, &a);
+  json fig{{"elements", m.count}, {"differ", m.bit_diff}, {"max_abs", m.max_abs}, {"what", what}};
+  Outcome o;
+  if (m.bit_diff != 0) {
+    const auto i = unravel(a, m.first);
+    const i64 i1[4] = {i[0] + 1, i[1] + 1, i[2] + 1, i[3] + 1};
+    const float x = gather(b, i.data(), i1).data<float>()[0];
+    const float y = gather(a, i.data(), i1).data<float>()[0];
+    o = {Verdict::failed,
+         fmt::format("{}: {} of {} output elements differ bitwise from the first call; first at {}: {:.9g} vs {:.9g}, max |diff| {:.3g}",
+                     what, m.bit_diff, m.count, index_of(a, m.first), x, y, m.max_abs),
+         fig};
+  } else {
+    o = {Verdict::passed, "", fig};
+  }
+  return make_result(c, check, std::move(o), since(t0));
+}
+
+std::uint64_t checksum(const TensorRef& t) {
+  if (t.device) {
+#ifdef ATTEST_GPU_BACKEND
+    return gpu::checksum_device(t);
+#else
+    no_gpu("checksum");
+#endif
+  }
+  std::uint64_t s = 0;
+  i64 e = 0;
+  for (i64 i0 = 0; i0 < t.shape[0]; ++i0)
+    for (i64 i1 = 0; i1 < t.shape[1]; ++i1)
+      for (i64 i2 = 0; i2 < t.shape[2]; ++i2)
+        for (i64 i3 = 0; i3 < t.shape[3]; ++i3, ++e)
+          s += elem::checksum_term(elem::bits(t, t.offset(i0, i1, i2, i3)), static_cast<std::uint64_t>(e));
+  return s;
+}
+
+Result input_guard(const Case& c, const std::string& what, const std::vector<Fingerprint>& inputs) {
+  std::vector<std::string> changed;
+  json fig = json::object();
+  for (const auto& f : inputs) {
+    fig[f.name] = {{"before", fmt::format("{:016x}", f.before)}, {"after", fmt::format("{:016x}", f.after)}};
+    if (f.before != f.after) changed.push_back(f.name);
+  }
+  fig["what"] = what;
+  if (changed.empty()) return make_result(c, "input_guard", {Verdict::passed, "", fig}, 0);
+  return make_result(c, "input_guard",
+                     {Verdict::failed,
+                      fmt::format("{}: the callable wrote into its input{} {} (fingerprints differ; declare mutates_inputs=True "
+                                  "to have attest hand it copies)",
+                                  what, changed.size() > 1 ? "s" : "", fmt::join(changed, ", ")),
+                      fig},
+                     0);
+}
+
+void generate(const Problem& p, datasets::Distribution dist, std::uint64_t seed, const TensorRef& q, const TensorRef& k,
+              const TensorRef& v) {
+  if (p.ragged()) throw Error("generate: ragged problems are not supported");
+  // generate_qkv's layout: contiguous float32 bshd.
+  for (const auto& [x, name, h, s, d] : {std::tuple{&q, "q", p.heads_q, p.seqlen_q, p.head_dim},
+                                         std::tuple{&k, "k", p.heads_kv, p.seqlen_kv, p.head_dim},
+                                         std::tuple{&v, "v", p.heads_kv, p.seqlen_kv, p.head_dim_v}}) {
+    expect_shape(*x, name, {p.batch, s, h, d});
+    if (x->dtype != DType::f32 || x->stride[3] != 1 || x->stride[2] != d || x->stride[1] != h * d || x->stride[0] != s * h * d)
+      throw Error(fmt::format("generate: tensor '{}' must be contiguous float32 [B,S,H,D]", name));
+    if (x->device != q.device) throw Error("generate: q, k and v must all be device or all host tensors");
+  }
+  if (!q.device) {  // host refs: the CPU generator (the same bits; CI runs this side)
+    const auto in = datasets::generate_qkv(p, dist, seed);
+    for (const auto& [x, t] : {std::pair{&q, &in.q}, std::pair{&k, &in.k}, std::pair{&v, &in.v}})
+      std::memcpy(const_cast<void*>(x->data), t->contiguous().data<float>(), static_cast<std::size_t>(t->numel()) * sizeof(float));
+    return;
+  }
+#ifdef ATTEST_GPU_BACKEND
+  gpu::generate_qkv_device(p, dist, seed, static_cast<float*>(const_cast<void*>(q.data)),
+                           static_cast<float*>(const_cast<void*>(k.data)), static_cast<float*>(const_cast<void*>(v.data)));
+  gpu::synchronize();
+#else
+  no_gpu("generate");
+#endif
+}
+
+json info() {
+#ifdef ATTEST_GPU_BACKEND
+  json j{{"backend", gpu::backend_name()}, {"devices", gpu::device_count()}};
+  if (gpu::device_count() > 0) {
+    const auto d = gpu::device_info(0);
+    j["device"] = d.name;
+    j["arch"] = d.arch;
+  }
+  return j;
+#else
+  return json{{"backend", "none"}, {"devices", 0}};
+#endif
+}
+
+}  // namespace attest::conformance::engine

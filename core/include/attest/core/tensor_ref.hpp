@@ -1,0 +1,134 @@
+#pragma once
+/// TensorRef: the one reference to somebody else's tensor memory, host or device -- {data, dtype,
+/// logical 4-D shape, element strides, device}. A framework's tensor (torch data_ptr/stride), a
+/// host Tensor or a device buffer is read in place through it, by host code and device code
+/// alike: the element decoding, the per-element checksum and the error accumulation below are
+/// written once and compiled for both (ATTEST_HD), so a figure means the same on either side.
+///
+/// Plain header, no device headers: .hip files and host C++ include it unchanged.
+#include <cstdint>
+#include <cstring>
+
+#include "attest/core/dtype.hpp"
+#include "attest/core/philox.hpp"  // ATTEST_HD
+
+namespace attest {
+
+struct TensorRef {
+  const void* data = nullptr;
+  DType dtype = DType::f32;  ///< f64, f32, bf16 or f16
+  std::int64_t shape[4] = {1, 1, 1, 1};
+  std::int64_t stride[4] = {0, 0, 0, 0};  ///< in elements
+  bool device = false;
+
+  ATTEST_HD std::int64_t numel() const { return shape[0] * shape[1] * shape[2] * shape[3]; }
+  ATTEST_HD std::int64_t offset(std::int64_t i0, std::int64_t i1, std::int64_t i2, std::int64_t i3) const {
+    return i0 * stride[0] + i1 * stride[1] + i2 * stride[2] + i3 * stride[3];
+  }
+};
+
+namespace elem {
+
+template <class To, class From>
+ATTEST_HD inline To bits_as(From x) {  // memcpy: valid in host and device code, unlike a union
+  To y;
+  std::memcpy(&y, &x, sizeof(To));
+  return y;
+}
+
+/// f16 bits widened to float exactly (no fp16 headers: they differ between CUDA and HIP).
+ATTEST_HD inline float f16_to_float(std::uint16_t h) {
+  const std::uint32_t sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0x1F) return bits_as<float>(sign | 0x7F800000u | (m << 13));
+  if (e != 0) return bits_as<float>(sign | ((e + 112u) << 23) | (m << 13));
+  const float x = static_cast<float>(m) * 5.9604644775390625e-8f;  // m * 2^-24, exact
+  return sign != 0 ? -x : x;
+}
+
+/// Element `off` (in elements) of `t` as double (every supported type widens exactly).
+ATTEST_HD inline double load(const TensorRef& t, std::int64_t off) {
+  switch (t.dtype) {
+    case DType::f64: return static_cast<const double*>(t.data)[off];
+    case DType::f32: return static_cast<const float*>(t.data)[off];
+    case DType::bf16:
+      return bits_as<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(t.data)[off]) << 16);
+    case DType::f16: return f16_to_float(static_cast<const std::uint16_t*>(t.data)[off]);
+    default: return 0.0;  // refused by the callers (ref_type_ok) before any load
+  }
+}
+
+/// The element's storage bits (zero-extended), for bitwise comparisons and checksums.
+ATTEST_HD inline std::uint64_t bits(const TensorRef& t, std::int64_t off) {
+  switch (t.dtype) {
+    case DType::f64: return static_cast<const std::uint64_t*>(t.data)[off];
+    case DType::f32: return static_cast<const std::uint32_t*>(t.data)[off];
+    default: return static_cast<const std::uint16_t*>(t.data)[off];
+  }
+}
+
+/// One element's share of a checksum: its bits mixed with its logical index (splitmix64's
+/// finaliser), summed modulo 2^64 -- order-free, so host and device and any thread count give
+/// the same sum, and a change of any one element (or a swap of two) changes it.
+ATTEST_HD inline std::uint64_t checksum_term(std::uint64_t bits, std::uint64_t index) {
+  std::uint64_t z = bits + 0x9E3779B97F4A7C15ull * (index + 1);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+ATTEST_HD inline bool finite(double x) { return x - x == 0.0; }
+
+}  // namespace elem
+
+/// Error figures of a test tensor against a reference over a set of elements (one 64-row block
+/// of one head, or a whole tensor): the sums every metric of metrics::Comparison is made of.
+/// Accumulated per element and merged in a fixed order, on the host or the device.
+struct ErrSums {
+  double max_abs = 0;    ///< max |t - r| over pairs finite in both
+  double ref_max = 0;    ///< max |r| over finite r
+  double sum_abs = 0;    ///< sum |t - r|
+  double sum_sq = 0;     ///< sum (t - r)^2
+  double ref_abs = 0;    ///< sum |r|
+  double ref_sq = 0;     ///< sum r^2
+  double test_sq = 0;    ///< sum t^2
+  double dot = 0;        ///< sum t * r
+  std::int64_t count = 0;
+  std::int64_t nonfinite_test = 0;  ///< NaN/Inf in t where r is finite
+  std::int64_t nonfinite_ref = 0;   ///< NaN/Inf in r
+
+  ATTEST_HD void add(double t, double r) {
+    ++count;
+    if (!elem::finite(r)) {
+      ++nonfinite_ref;
+      return;
+    }
+    if (!elem::finite(t)) {
+      ++nonfinite_test;
+      return;
+    }
+    const double d = t - r, ad = d < 0 ? -d : d, ar = r < 0 ? -r : r;
+    max_abs = ad > max_abs ? ad : max_abs;
+    ref_max = ar > ref_max ? ar : ref_max;
+    sum_abs += ad;
+    sum_sq += d * d;
+    ref_abs += ar;
+    ref_sq += r * r;
+    test_sq += t * t;
+    dot += t * r;
+  }
+  ATTEST_HD void merge(const ErrSums& o) {
+    max_abs = o.max_abs > max_abs ? o.max_abs : max_abs;
+    ref_max = o.ref_max > ref_max ? o.ref_max : ref_max;
+    sum_abs += o.sum_abs;
+    sum_sq += o.sum_sq;
+    ref_abs += o.ref_abs;
+    ref_sq += o.ref_sq;
+    test_sq += o.test_sq;
+    dot += o.dot;
+    count += o.count;
+    nonfinite_test += o.nonfinite_test;
+    nonfinite_ref += o.nonfinite_ref;
+  }
+};
+
+}  // namespace attest
