@@ -12,6 +12,7 @@
 #include <limits>
 #include <optional>
 #include <map>
+#include <memory>
 #include <random>
 #include <set>
 #include <tuple>
@@ -791,6 +792,155 @@ Result same(const Case& c, const std::string& check, const std::string& what, co
     o = {Verdict::passed, "", fig};
   }
   return make_result(c, check, std::move(o), since(t0));
+}
+
+struct CallLog::Impl {
+  struct Entry {
+    std::string check, what, unsupported;
+    TensorRef a;
+    int slot = -1;
+    Cmp host;
+  };
+  struct Prints {
+    std::string what;
+    std::vector<std::pair<std::string, int>> slots;
+    std::vector<std::uint64_t> host;
+  };
+  bool device = false;
+#ifdef ATTEST_GPU_BACKEND
+  std::unique_ptr<gpu::Deferred> dev;
+#endif
+  std::vector<Entry> entries;
+  std::vector<Prints> prints;
+  bool finished = false;
+};
+
+CallLog::CallLog(bool device, void* stream, int slots) : impl_(new Impl) {
+  impl_->device = device;
+  if (device) {
+#ifdef ATTEST_GPU_BACKEND
+    impl_->dev = std::make_unique<gpu::Deferred>(slots, stream);
+#else
+    (void)stream, (void)slots;
+    delete impl_;
+    no_gpu("call log");
+#endif
+  }
+}
+
+CallLog::~CallLog() { delete impl_; }
+
+void CallLog::compare(const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b) {
+  if (check != "determinism" && check != "call_path")
+    throw Error(fmt::format("call log: check '{}' is not determinism or call_path", check));
+  if (a.device != impl_->device || b.device != impl_->device)
+    throw Error("call log: tensor on the wrong side (device vs host) for this log");
+  for (int i = 0; i < 4; ++i)
+    if (a.shape[i] != b.shape[i])
+      throw Error(fmt::format("{}: output shape differs from the first call's in dimension {} ({} vs {})", what, i, b.shape[i],
+                              a.shape[i]));
+  Impl::Entry e{check, what, {}, a, -1, {}};
+  const auto ea = extent(a), eb = extent(b);
+  if (ea.first < eb.second && eb.first < ea.second) {
+    e.unsupported = what + ": the output shares memory with the first call's (the callable reuses one output buffer): "
+                           "the two results cannot be compared; return a fresh tensor per call";
+  } else if (impl_->device) {
+#ifdef ATTEST_GPU_BACKEND
+    e.slot = impl_->dev->compare(b, a);
+#endif
+  } else {
+    e.host = compare_refs(b, &a);
+  }
+  impl_->entries.push_back(std::move(e));
+}
+
+void CallLog::fingerprint(const std::string& what, const std::vector<std::pair<std::string, TensorRef>>& inputs) {
+  Impl::Prints p{what, {}, {}};
+  for (const auto& [name, t] : inputs) {
+    if (t.device != impl_->device) throw Error("call log: tensor on the wrong side (device vs host) for this log");
+    if (impl_->device) {
+#ifdef ATTEST_GPU_BACKEND
+      p.slots.emplace_back(name, impl_->dev->checksum(t));
+#endif
+    } else {
+      p.slots.emplace_back(name, -1);
+      p.host.push_back(checksum(t));
+    }
+  }
+  if (!impl_->prints.empty() && impl_->prints.front().slots.size() != p.slots.size())
+    throw Error("call log: fingerprints of a different set of inputs than the first");
+  impl_->prints.push_back(std::move(p));
+}
+
+std::vector<Result> CallLog::finish(const Case& c) {
+  if (impl_->finished) throw Error("call log: finished twice");
+  impl_->finished = true;
+#ifdef ATTEST_GPU_BACKEND
+  if (impl_->device) impl_->dev->collect();
+#endif
+  const auto fig = [&](const Impl::Entry& e) {
+    if (e.slot < 0) return e.host;
+#ifdef ATTEST_GPU_BACKEND
+    const auto f = impl_->dev->figures(e.slot);
+    return Cmp{f.count, f.bit_diff, f.nonfinite_a, f.first, f.max_abs};
+#else
+    return e.host;
+#endif
+  };
+  std::vector<Result> rows;
+  std::vector<std::string> order;
+  for (const auto& e : impl_->entries)
+    if (std::find(order.begin(), order.end(), e.check) == order.end()) order.push_back(e.check);
+  for (const auto& check : order) {
+    std::vector<std::string> seen;
+    const Impl::Entry* unsupported = nullptr;
+    std::optional<Outcome> bad;
+    for (const auto& e : impl_->entries) {
+      if (e.check != check) continue;
+      seen.push_back(e.what);
+      if (!e.unsupported.empty()) {
+        if (unsupported == nullptr) unsupported = &e;
+        continue;
+      }
+      const Cmp m = fig(e);
+      if (m.bit_diff == 0 || bad) continue;
+      json f{{"elements", m.count}, {"differ", m.bit_diff}, {"max_abs", m.max_abs}, {"what", e.what}};
+      bad = Outcome{Verdict::failed,
+                    fmt::format("{}: {} of {} output elements differ bitwise from the first call; first at {}, max |diff| {:.3g}",
+                                e.what, m.bit_diff, m.count, index_of(e.a, m.first), m.max_abs),
+                    f};
+    }
+    Outcome o;
+    if (bad) o = std::move(*bad);
+    else if (unsupported != nullptr) o = {Verdict::unsupported, unsupported->unsupported, json::object()};
+    else o = {Verdict::passed, "", json{{"calls", seen}}};
+    rows.push_back(make_result(c, check, std::move(o), 0));
+  }
+  if (impl_->prints.size() > 1) {
+    const auto value = [&](const Impl::Prints& p, std::size_t i) -> std::uint64_t {
+      if (p.slots[i].second < 0) return p.host[i];
+#ifdef ATTEST_GPU_BACKEND
+      return impl_->dev->sum(p.slots[i].second);
+#else
+      return 0;
+#endif
+    };
+    const auto& before = impl_->prints.front();
+    std::optional<Result> row;
+    for (std::size_t k = 1; k < impl_->prints.size() && !row; ++k) {
+      const auto& p = impl_->prints[k];
+      std::vector<Fingerprint> fp;
+      bool changed = false;
+      for (std::size_t i = 0; i < p.slots.size(); ++i) {
+        fp.push_back({p.slots[i].first, value(before, i), value(p, i)});
+        changed = changed || fp.back().before != fp.back().after;
+      }
+      if (changed || k + 1 == impl_->prints.size())
+        row = input_guard(c, changed ? p.what : fmt::format("{} calls", impl_->prints.size() - 1), fp);
+    }
+    rows.push_back(std::move(*row));
+  }
+  return rows;
 }
 
 std::uint64_t checksum(const TensorRef& t) {

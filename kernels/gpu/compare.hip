@@ -179,6 +179,78 @@ void gather_f32(const TensorRef& src, const std::int64_t lo[4], const std::int64
   tmp.download(host_out, static_cast<std::size_t>(n) * sizeof(float));
 }
 
+struct Deferred::Impl {
+  DeviceBuffer slots;
+  std::vector<Acc> host;
+  std::vector<i64> counts;
+  hipStream_t stream = nullptr;
+  int used = 0;
+  int take(i64 count) {
+    if (used >= static_cast<int>(host.size()))
+      throw Error("deferred comparisons: all " + std::to_string(host.size()) + " slots are used");
+    counts[static_cast<std::size_t>(used)] = count;
+    return used++;
+  }
+};
+
+Deferred::Deferred(int slots, void* stream) : impl_(new Impl) {
+  impl_->slots = DeviceBuffer(static_cast<std::size_t>(slots) * sizeof(Acc));
+  impl_->host.assign(static_cast<std::size_t>(slots), Acc{0, 0, ~0ull, 0});
+  impl_->counts.assign(static_cast<std::size_t>(slots), 0);
+  impl_->stream = static_cast<hipStream_t>(stream);
+  impl_->slots.upload(impl_->host.data(), impl_->host.size() * sizeof(Acc));
+}
+
+Deferred::~Deferred() { delete impl_; }
+
+int Deferred::compare(const TensorRef& a, const TensorRef& b) {
+  expect_type(a, "compare", false);
+  expect_type(b, "compare", false);
+  for (int i = 0; i < 4; ++i)
+    if (a.shape[i] != b.shape[i]) throw Error("compare: shapes differ in dimension " + std::to_string(i));
+  const int slot = impl_->take(a.numel());
+  const i64 rows = a.shape[0] * a.shape[1] * a.shape[2];
+  if (rows > 0 && a.shape[3] > 0) {
+    compare_kernel<<<static_cast<int>(rows < 1048576 ? rows : 1048576), threads_for(a.shape[3]), 0, impl_->stream>>>(
+        a, b, rows, impl_->slots.as<Acc>() + slot);
+    ATTEST_GPU_CHECK_LAUNCH();
+  }
+  return slot;
+}
+
+int Deferred::checksum(const TensorRef& t) {
+  if (t.data == nullptr) throw Error("checksum: tensor is NULL");
+  const int slot = impl_->take(t.numel());
+  const i64 rows = t.shape[0] * t.shape[1] * t.shape[2];
+  // The slot's first word starts at 0 (bit_diff): the sum accumulates there.
+  if (rows > 0 && t.shape[3] > 0) {
+    checksum_kernel<<<static_cast<int>(rows < 65536 ? rows : 65536), threads_for(t.shape[3]), 0, impl_->stream>>>(
+        t, rows, reinterpret_cast<u64*>(impl_->slots.as<Acc>() + slot));
+    ATTEST_GPU_CHECK_LAUNCH();
+  }
+  return slot;
+}
+
+void Deferred::collect() {
+  // A synchronous copy on the legacy default stream waits for `stream` only if it is blocking:
+  // synchronise it first.
+  if (hipStreamSynchronize(impl_->stream) != hipSuccess) throw Error("deferred comparisons: stream synchronisation failed");
+  impl_->slots.download(impl_->host.data(), static_cast<std::size_t>(impl_->used) * sizeof(Acc));
+}
+
+CmpFigures Deferred::figures(int slot) const {
+  const Acc& r = impl_->host.at(static_cast<std::size_t>(slot));
+  CmpFigures f;
+  f.count = impl_->counts.at(static_cast<std::size_t>(slot));
+  f.bit_diff = static_cast<i64>(r.bit_diff);
+  f.nonfinite_a = static_cast<i64>(r.nonfinite_a);
+  f.first = r.first == ~0ull ? -1 : static_cast<i64>(r.first);
+  f.max_abs = static_cast<double>(std::bit_cast<float>(static_cast<unsigned>(r.max_abs_bits)));
+  return f;
+}
+
+std::uint64_t Deferred::sum(int slot) const { return impl_->host.at(static_cast<std::size_t>(slot)).bit_diff; }
+
 void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64_t rows, ErrSums* host_out) {
   expect_type(test, "block_errors_device", true);
   expect_type(ref, "block_errors_device", true);

@@ -193,6 +193,8 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     kw = dict(kwargs or {})
     is_causal = p["mask"] != "none"  # the library refused a mask this convention cannot express
 
+    events = []  # (start, end) per call on the device: read once at the end (no sync per call)
+
     def call(q, k, v):
         if mutates_inputs:
             q, k, v = q.clone(), k.clone(), v.clone()
@@ -204,8 +206,7 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
         o = _kernel_out(fn(q, k, v, causal=is_causal, scale=p["scale"], **kw))
         if cuda:
             e1.record()
-            e1.synchronize()
-            stats["kernel_s"] += e0.elapsed_time(e1) / 1e3
+            events.append((e0, e1))
         else:
             stats["kernel_s"] += time.perf_counter() - c0
         stats["calls"] += 1
@@ -214,77 +215,70 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     rows = []
     rc = 0
     qin, kin, vin = to_layout(qk), to_layout(kk), to_layout(vk)
-    guard = {"before": None, "row": None}
+    # The checks over repeated calls (determinism, call_path, input guard) go into one call log of
+    # the library: comparisons and fingerprints are launched on torch's current stream after each
+    # call and read back once, judged by the library at the end.
+    stream = torch.cuda.current_stream().cuda_stream if cuda else 0
+    log = N.call("device_log_open", device=cuda, stream=stream)[1]["log"]
+    names = ["q", "k", "v"]
     ins = {"q": view(qk), "k": view(kk), "v": view(vk)}  # the memory the callable gets (qin, kin, vin view it)
 
-    def fingerprints():
-        if cuda:
-            torch.cuda.synchronize()
-        return N.call("device_checksum", names=list(ins), **ins)[1]["checksums"]
-
     def guarded(what, o):
-        """The input guard after a call (the library's verdict); the first change is kept."""
-        if mutates_inputs or guard["row"] is not None and guard["row"]["verdict"] != "passed":
-            return o
-        _, r = N.call("device_guard", **base, what=what, before=guard["before"], after=fingerprints())
-        guard["row"] = r["results"][0]
+        if not mutates_inputs:
+            N.call("device_log_fingerprint", log=log, what=what, names=names, **ins)
         return o
 
-    if not mutates_inputs:
-        guard["before"] = fingerprints()
-    out = guarded("call 1", call(qin, kin, vin))
-    jchecks = [c for c in checks if c in ("accuracy", "bitwise")]
-    if contract == "bitwise" and "accuracy" in checks and "bitwise" not in jchecks:
-        jchecks.append("bitwise")
-    if jchecks:
+    judged = False
+    try:
+        guarded("before call 1", None)
+        out = guarded("call 1", call(qin, kin, vin))
+        jchecks = [c for c in checks if c in ("accuracy", "bitwise")]
+        if contract == "bitwise" and "accuracy" in checks and "bitwise" not in jchecks:
+            jchecks.append("bitwise")
+        if jchecks:
+            if cuda:  # the reference runs on the library's stream: the kernel's output must be complete
+                torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            extra = {} if scratch_bytes is None else {"scratch_bytes": int(scratch_bytes)}
+            jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, **sample, **extra, q=view(q32), k=view(k32),
+                              v=view(v32), out=view(out))
+            stats["judge_s"] = time.perf_counter() - t0
+            stats["coverage"] = rep.get("sample", {}).get("coverage")
+            stats["complete"] = rep.get("sample", {}).get("complete")
+            rows += rep["results"]
+            rc = max(rc, jrc)
+
+        def same(check, what, other):
+            c0 = time.perf_counter()
+            N.call("device_log_compare", log=log, check=check, what=what, a=view(out), b=view(other))
+            stats["compare_s"] = stats.get("compare_s", 0.0) + time.perf_counter() - c0
+
+        if "determinism" in checks:
+            for i in range(max(1, reruns)):
+                same("determinism", f"call {i + 2}", guarded(f"call {i + 2}", call(qin, kin, vin)))
+        if "call_path" in checks:
+            for cfg in configs:
+                if cfg == "contig":
+                    o2 = guarded("contig call", call(*(x.contiguous() for x in (qin, kin, vin))))
+                else:
+                    gin = (x.clone() for x in (qin, kin, vin)) if mutates_inputs else (qin, kin, vin)
+                    o2 = guarded("graph call", _graph_call(torch, fn, *gin, is_causal, p["scale"], kw, to_layout))
+                same("call_path", cfg, o2)
+                stats.setdefault("call_path_configs", []).append(cfg)
+                del o2
         t0 = time.perf_counter()
-        extra = {} if scratch_bytes is None else {"scratch_bytes": int(scratch_bytes)}
-        jrc, rep = N.call("device_judge", **base, **base_tol, checks=jchecks, **sample, **extra, q=view(q32), k=view(k32),
-                          v=view(v32), out=view(out))
-        stats["judge_s"] = time.perf_counter() - t0
-        stats["coverage"] = rep.get("sample", {}).get("coverage")
-        stats["complete"] = rep.get("sample", {}).get("complete")
-        rows += rep["results"]
-        rc = max(rc, jrc)
-
-    def same(check, what, other):
-        if cuda:
-            torch.cuda.synchronize()
-        c0 = time.perf_counter()
-        src, r = N.call("device_same", **base, check=check, what=what, a=view(out), b=view(other))
-        stats["compare_s"] = stats.get("compare_s", 0.0) + time.perf_counter() - c0
-        return src, r["results"][0]
-
-    if "determinism" in checks:
-        row = None
-        for i in range(max(1, reruns)):
-            src, row = same("determinism", f"call {i + 2}", guarded(f"call {i + 2}", call(qin, kin, vin)))
-            if src != 0:
-                break
-        rows.append(row)
-        rc = max(rc, src)
-    if "call_path" in checks:
-        row = None
-        for cfg in configs:
-            if cfg == "contig":
-                o2 = guarded("contig call", call(*(x.contiguous() for x in (qin, kin, vin))))
-            else:
-                gin = (x.clone() for x in (qin, kin, vin)) if mutates_inputs else (qin, kin, vin)
-                o2 = guarded("graph call", _graph_call(torch, fn, *gin, is_causal, p["scale"], kw, to_layout))
-            src, row = same("call_path", cfg, o2)
-            stats.setdefault("call_path_configs", []).append(cfg)
-            del o2
-            if src != 0:
-                break
-        if row is not None:
-            rows.append(row)
-            rc = max(rc, src)
-    if guard["row"] is not None:
-        rows.append(guard["row"])
-        rc = max(rc, 0 if guard["row"]["verdict"] == "passed" else 1)
+        lrc, lrep = N.call("device_log_close", log=log, **base)
+        judged = True
+        stats["log_close_s"] = time.perf_counter() - t0
+        rows += lrep["results"]
+        rc = max(rc, lrc)
+    finally:
+        if not judged:  # an exception on the way: drop the log unjudged
+            N.call("device_log_close", log=log)
     stats["mutates_inputs"] = mutates_inputs
     if cuda:
         torch.cuda.synchronize()
+        stats["kernel_s"] += sum(e0.elapsed_time(e1) for e0, e1 in events) / 1e3
         io = sum(x.numel() * x.element_size() for x in (qk, kk, vk)) + out.numel() * out.element_size()
         stats["peak_mem_bytes"] = torch.cuda.max_memory_allocated() - mem0
         stats["io_bytes"] = io

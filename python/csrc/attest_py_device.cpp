@@ -4,6 +4,9 @@
 // and become attest::TensorRef; every verdict is the engine's.
 #include <chrono>
 #include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -148,6 +151,51 @@ json op_guard(const json& req, int& rc) {
   return json{{"results", json::array({conformance::to_json(r)})}, {"exit_code", rc}};
 }
 
+// Call logs (engine::CallLog) live between ops, keyed by a number the Python side holds; a log
+// is judged and dropped by device_log_close. One mutex: Python calls one op at a time anyway.
+std::mutex logs_mutex;
+std::map<std::int64_t, std::unique_ptr<engine::CallLog>> logs;
+std::int64_t next_log = 1;
+
+engine::CallLog& log_of(const json& req) {
+  const auto id = req.at("log").get<std::int64_t>();
+  const auto it = logs.find(id);
+  if (it == logs.end()) throw Error(fmt::format("call log {} is not open", id));
+  return *it->second;
+}
+
+json op_log(const std::string& op, const json& req, int& rc) {
+  std::lock_guard<std::mutex> lock(logs_mutex);
+  if (op == "device_log_open") {
+    const auto stream = req.value("stream", std::uintptr_t{0});
+    logs[next_log] = std::make_unique<engine::CallLog>(req.value("device", false), reinterpret_cast<void*>(stream));
+    return json{{"log", next_log++}};
+  }
+  if (op == "device_log_compare") {
+    log_of(req).compare(req.at("check").get<std::string>(), req.at("what").get<std::string>(), view_from(req, "a"),
+                        view_from(req, "b"));
+    return json::object();
+  }
+  if (op == "device_log_fingerprint") {
+    std::vector<std::pair<std::string, TensorRef>> ins;
+    for (const auto& name : req.at("names").get<std::vector<std::string>>()) ins.emplace_back(name, view_from(req, name.c_str()));
+    log_of(req).fingerprint(req.at("what").get<std::string>(), ins);
+    return json::object();
+  }
+  // device_log_close: judged (with the case) and dropped, whatever happens.
+  const auto id = req.at("log").get<std::int64_t>();
+  const auto it = logs.find(id);
+  if (it == logs.end()) throw Error(fmt::format("call log {} is not open", id));
+  const std::unique_ptr<engine::CallLog> log = std::move(it->second);
+  logs.erase(it);
+  if (!req.contains("kernel")) return json{{"results", json::array()}, {"exit_code", 0}};  // dropped unjudged
+  const auto rows = log->finish(case_from(req));
+  rc = 0;
+  for (const auto& r : rows)
+    if (!conformance::verdict_ok(r.outcome.verdict)) rc = 1;
+  return json{{"results", results_json(rows)}, {"exit_code", rc}};
+}
+
 json op_generate(const json& req) {
   const Problem p = parse_problem(req.at("problem").get<std::string>());
   const auto t0 = std::chrono::steady_clock::now();
@@ -169,9 +217,12 @@ json op_device(const std::string& op, const json& req, int& rc) {
   if (op == "device_same") return op_same(req, rc);
   if (op == "device_checksum") return op_checksum(req);
   if (op == "device_guard") return op_guard(req, rc);
+  if (op.rfind("device_log_", 0) == 0 &&
+      (op == "device_log_open" || op == "device_log_compare" || op == "device_log_fingerprint" || op == "device_log_close"))
+    return op_log(op, req, rc);
   throw Error("op '" + op +
               "' is not one of device_info, device_plan, device_generate, device_judge, device_same, device_checksum, "
-              "device_guard");
+              "device_guard, device_log_open, device_log_compare, device_log_fingerprint, device_log_close");
 }
 
 }  // namespace attest::py

@@ -93,6 +93,32 @@ Report judge(const JudgeRequest& req);
 /// with `a` is UNSUPPORTED (a reused buffer proves nothing).
 Result same(const Case& c, const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b);
 
+/// The checks over repeated calls of one case (determinism, call_path, input_guard), recorded as
+/// the calls happen and judged at the end. On the device every comparison and fingerprint is
+/// launched on the caller's stream (after the kernel that wrote the output, before anything that
+/// reuses its memory) and read back once by finish(): no host synchronisation per call, so the
+/// harness costs a few device passes over the tensors per call. Host tensors are compared at once.
+class CallLog {
+ public:
+  /// `stream`: the caller's CUDA/HIP stream (nullptr: the legacy default stream).
+  CallLog(bool device, void* stream, int slots = 512);
+  ~CallLog();
+  CallLog(const CallLog&) = delete;
+  CallLog& operator=(const CallLog&) = delete;
+  /// `b` against `a` bit for bit, under `check` (determinism or call_path) for the call `what`.
+  /// An output sharing memory with `a` is recorded as UNSUPPORTED (a reused buffer proves nothing).
+  void compare(const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b);
+  /// Fingerprints of the inputs after call `what`; the first set is the "before" of every later one.
+  void fingerprint(const std::string& what, const std::vector<std::pair<std::string, TensorRef>>& inputs);
+  /// One row per check recorded (determinism, call_path in order of first use; input_guard when
+  /// fingerprints followed the first set): the first failing call names the row.
+  std::vector<Result> finish(const Case& c);
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
 /// Order-free fingerprint of a tensor's bits (elem::checksum_term summed), host or device.
 std::uint64_t checksum(const TensorRef& t);
 

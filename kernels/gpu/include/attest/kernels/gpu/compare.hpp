@@ -38,4 +38,27 @@ std::uint64_t checksum_device(const TensorRef& t);
 /// reduction). Synchronous.
 void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64_t rows, ErrSums* host_out);
 
+/// Deferred comparisons and checksums: launched on `stream` (the caller's, so that they run after
+/// the kernel that wrote the tensors and before anything that reuses their memory) into slots of
+/// one device buffer, read back together by collect() -- no host synchronisation per call.
+class Deferred {
+ public:
+  Deferred(int slots, void* stream);
+  ~Deferred();
+  Deferred(const Deferred&) = delete;
+  Deferred& operator=(const Deferred&) = delete;
+  /// Slot of a bitwise comparison of b with a (same logical shape; f32 / bf16 / f16).
+  int compare(const TensorRef& a, const TensorRef& b);
+  /// Slot of a checksum of t.
+  int checksum(const TensorRef& t);
+  /// Waits for the launches and reads every slot back (one copy).
+  void collect();
+  [[nodiscard]] CmpFigures figures(int slot) const;
+  [[nodiscard]] std::uint64_t sum(int slot) const;
+
+ private:
+  struct Impl;
+  Impl* impl_;
+};
+
 }  // namespace attest::gpu
