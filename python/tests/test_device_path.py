@@ -278,3 +278,16 @@ def test_input_guard_fails_a_callable_that_writes_into_its_inputs():
     res = case(halves_k_after, "b1h2s256d64", mutates_inputs=True)
     assert res.passed and "input_guard" not in verdicts(res), res.markdown()
     assert "declared mutates_inputs" in res.markdown()
+
+
+def test_the_gates_accuracy_rows_carry_the_engines_block_figures():
+    """The C++ gate (callback path, `attest run`'s repro) reduces its output per 64-row block with
+    the engine; the whole-output sum agrees with the metrics library's rel_l2 (an independent
+    implementation) and the worst block is named."""
+    rc, rows, _ = attest.run_case(zeroes_one_block, "kernel=py.zb recipe=bf16 problem=b1h8s1024d64 dist=normal seed=1 "
+                                  "check=accuracy", reruns=1, dtype="bfloat16")
+    fig = rows[0]["figures"]
+    assert rows[0]["verdict"] == "failed"
+    assert fig["blocks"]["whole"]["rel_l2"] == pytest.approx(fig["out"]["measured"]["rel_l2"], rel=1e-9)
+    assert fig["blocks"]["worst"]["at"] == {"batch": 0, "head": 5, "rows": [320, 384]}
+    assert fig["blocks"]["count"] == 8 * 16
