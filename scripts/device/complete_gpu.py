@@ -151,14 +151,14 @@ def job_planted(res, budget):
     return out
 
 
-def job_seeds(res, budget, n_target=50):
+def job_seeds(res, budget, n_target=50, seed0=1):
     import torch
     import attest
     flash, cudnn = backends()
     combos = [(fn, dt, shape) for shape in (WAN480, WAN) for fn in (flash, cudnn) for dt in ("bfloat16", "float16")]
     runs = []
-    seed = 1
-    while len(runs) < n_target and left(budget) > 45:
+    seed = seed0
+    while len(runs) < n_target and left(budget) > 25:
         fn, dt, shape = combos[(seed - 1) % len(combos)]
         recipe = "bf16" if dt == "bfloat16" else "fp16"
         t = time.time()
@@ -245,6 +245,7 @@ def main():
     ap.add_argument("--budget", type=float, default=500)
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--tag", default="")
+    ap.add_argument("--seed0", type=int, default=1)
     ap.add_argument("--summarize", action="store_true")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -259,7 +260,7 @@ def main():
             continue
         print(f"== {job} ({time.time() - T0:.0f} s)", flush=True)
         try:
-            r = JOBS[job](a.out, a.budget) if job != "seeds" else job_seeds(a.out, a.budget, a.seeds)
+            r = JOBS[job](a.out, a.budget) if job != "seeds" else job_seeds(a.out, a.budget, a.seeds, a.seed0)
         except Exception:  # noqa: BLE001 -- the other jobs still run
             traceback.print_exc()
             r = {"error": traceback.format_exc()[-2000:]}
