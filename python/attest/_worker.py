@@ -30,6 +30,7 @@ from typing import Optional
 
 import numpy as np
 
+from . import _call as C
 from . import _native as N
 
 _ALIGN = 256  # bytes: every tensor's storage in the shared buffer starts on this boundary
@@ -95,16 +96,15 @@ def _cuda_broken(torch) -> bool:
 
 def classify(spec, e: BaseException) -> int:
     """The plugin ABI's return code for an exception raised by the callable."""
-    from . import _bridge as B  # noqa: PLC0415
 
     text = f"{type(e).__name__}: {e}"
-    if isinstance(e, (N.Unsupported, NotImplementedError)) or any(m in text for m in B.REFUSAL_MARKERS):
+    if isinstance(e, (N.Unsupported, NotImplementedError)) or any(m in text for m in C.REFUSAL_MARKERS):
         return N.RUN_REFUSED
     if "out of memory" in text.lower() or type(e).__name__ == "OutOfMemoryError":
         return N.RUN_FAULT
     if spec.device.startswith("cuda"):
         try:
-            torch = B._torch()
+            torch = C._torch()
             if torch.cuda.is_initialized() and _cuda_broken(torch):
                 return N.RUN_FAULT
         except Exception:  # noqa: BLE001
@@ -114,12 +114,11 @@ def classify(spec, e: BaseException) -> int:
 
 def _serve(conn, spec) -> None:
     """The worker's loop: one message per kernel call, one reply each, until told to stop."""
-    from . import _bridge as B  # noqa: PLC0415
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker ends
     faulthandler.disable()  # a fault is reported by the parent as a verdict, not as a stack dump
     try:
-        torch = B._torch()
+        torch = C._torch()
         # A forked child inherits the parent's thread-pool state but not its threads: one
         # intra-op thread keeps OpenMP from waiting on threads that do not exist here.
         torch.set_num_threads(1)
@@ -148,7 +147,7 @@ def _serve(conn, spec) -> None:
         views = [None if t is None else _view(mapped, *t) for t in msg["tensors"]]
         t0 = time.perf_counter()
         try:
-            fn_s = B.run_views(spec, msg["problem"], msg["config"], *views)
+            fn_s = C.run_views(spec, msg["problem"], msg["config"], *views)
             del views
             conn.send({"rc": 0, "fn_s": fn_s, "seconds": time.perf_counter() - t0})
         except BaseException as e:  # noqa: BLE001 (everything the callable raises is reported)
@@ -180,12 +179,11 @@ class Worker:
         self.history: list[dict] = []  # one entry per worker started: pid, calls, problems, end
 
     def _start(self) -> None:
-        from . import _bridge as B  # noqa: PLC0415
-
+    
         method = "fork"
         torch = None
         try:
-            torch = B._torch()
+            torch = C._torch()
         except Exception:  # noqa: BLE001
             pass
         if torch is not None and torch.cuda.is_initialized():
@@ -255,9 +253,8 @@ class Worker:
         text = p.text.decode() if p.text else ""
         if text and text not in info["problems"]:
             info["problems"].append(text)
-        from . import _bridge as B  # noqa: PLC0415
-
-        problem = B._problem_dict(p)
+    
+        problem = C._problem_dict(p)
         problem["ragged"] = bool(p.cu_seqlens_q)
         msg = {"path": self.shared.path, "size": self.shared.size, "problem": problem,
                "config": a.config.decode() if a.config else "", "tensors": [None if x is None else x[:3] for x in layout]}
