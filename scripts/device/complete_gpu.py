@@ -87,7 +87,7 @@ def job_harness(res, budget):
     st = r.stats
     harness = st["wall_s"] - st["kernel_s"]  # everything but the kernel: generation, casts, log, guard
     return {"calls": st["calls"], "wall_s": st["wall_s"], "kernel_s": st["kernel_s"], "generate_s": st.get("generate_s"),
-            "compare_s": st.get("compare_s"), "harness_s": harness, "harness_over_kernel": harness / st["kernel_s"],
+            "compare_s": st.get("compare_s"), "log_close_s": st.get("log_close_s"), "harness_s": harness, "harness_over_kernel": harness / st["kernel_s"],
             "kernel_ms_per_call": 1e3 * st["kernel_s"] / st["calls"], "verdicts": brief(r)["verdicts"]}
 
 
