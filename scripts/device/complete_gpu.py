@@ -151,11 +151,11 @@ def job_planted(res, budget):
     return out
 
 
-def job_seeds(res, budget, n_target=50, seed0=1):
+def job_seeds(res, budget, n_target=50, seed0=1, shapes=None):
     import torch
     import attest
     flash, cudnn = backends()
-    combos = [(fn, dt, shape) for shape in (WAN480, WAN) for fn in (flash, cudnn) for dt in ("bfloat16", "float16")]
+    combos = [(fn, dt, shape) for shape in (shapes or (WAN480, WAN)) for fn in (flash, cudnn) for dt in ("bfloat16", "float16")]
     runs = []
     seed = seed0
     while len(runs) < n_target and left(budget) > 25:
@@ -246,6 +246,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--tag", default="")
     ap.add_argument("--seed0", type=int, default=1)
+    ap.add_argument("--shapes", default="", help="comma-separated problems for the seed sweep (default: Wan 480p, 720p)")
     ap.add_argument("--summarize", action="store_true")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
@@ -260,7 +261,7 @@ def main():
             continue
         print(f"== {job} ({time.time() - T0:.0f} s)", flush=True)
         try:
-            r = JOBS[job](a.out, a.budget) if job != "seeds" else job_seeds(a.out, a.budget, a.seeds, a.seed0)
+            r = JOBS[job](a.out, a.budget) if job != "seeds" else job_seeds(a.out, a.budget, a.seeds, a.seed0, tuple(a.shapes.split(",")) if a.shapes else None)
         except Exception:  # noqa: BLE001 -- the other jobs still run
             traceback.print_exc()
             r = {"error": traceback.format_exc()[-2000:]}
