@@ -688,7 +688,8 @@ Report judge(const JudgeRequest& req) {
       const auto br = bound("rel_l2", b_rel, f_rel), bm = bound("max_abs", b_max, f_max);
       const i64 nblk = (p.seqlen_q + sa.rows - 1) / sa.rows;
       i64 failed_blocks = 0, nonfinite_blocks = 0, worst = -1, first_nan = -1;
-      double worst_ratio = -1;
+      double worst_ratio = -1, worst_max_rel_ratio = -1;
+      i64 worst_max_rel = -1;
       ErrSums whole;
       for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id) {
         const ErrSums& s = blocks[static_cast<std::size_t>(id)];
@@ -697,10 +698,14 @@ Report judge(const JudgeRequest& req) {
           ++nonfinite_blocks;
           if (first_nan < 0) first_nan = id;
         }
-        double ratio = 0;
-        if (br) ratio = std::max(ratio, rel_l2(s) / std::max(*br, 1e-300));
-        if (bm) ratio = std::max(ratio, max_rel(s) / std::max(*bm, 1e-300));
+        // rel_l2 (mean square over the block's 64 x Dv elements) decides; max_rel is reported
+        // against its sampled bound but does not decide: the worst of ~50k blocks' maxima
+        // against the largest of a few emulated blocks' is an extreme-value comparison that
+        // reached 0.94 of that bound on honest kernels (docs/results/complete-gpu).
+        double ratio = br ? rel_l2(s) / std::max(*br, 1e-300) : 0.0;
         if (std::isnan(ratio)) ratio = std::numeric_limits<double>::infinity();
+        if (bm && max_rel(s) / std::max(*bm, 1e-300) > worst_max_rel_ratio)
+          worst_max_rel_ratio = max_rel(s) / std::max(*bm, 1e-300), worst_max_rel = id;
         if (ratio > 1 && s.nonfinite_test == 0) ++failed_blocks;
         if (ratio > worst_ratio) worst_ratio = ratio, worst = id;
       }
@@ -727,6 +732,12 @@ Report judge(const JudgeRequest& req) {
         bj["worst"]["at"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
         bj["worst"]["ratio_to_bound"] = json_number(worst_ratio);
       }
+      if (worst_max_rel >= 0) {
+        const auto [b, h, r0, r1] = where(worst_max_rel);
+        bj["worst_max_rel"] = sums_json(blocks[static_cast<std::size_t>(worst_max_rel)]);
+        bj["worst_max_rel"]["at"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
+        bj["worst_max_rel"]["ratio_to_sampled_bound"] = json_number(worst_max_rel_ratio);
+      }
       o.figures["blocks"] = bj;
       // A complete plan is judged by the gate's rule on every row (above); the block rule
       // carries the sampled budget to the rows the emulator did not see.
@@ -737,9 +748,9 @@ Report judge(const JudgeRequest& req) {
           const ErrSums& s = blocks[static_cast<std::size_t>(worst)];
           o = {Verdict::failed,
                fmt::format("{} of {} blocks of {} rows outside the block rule; worst: batch {} head {} rows {}-{}: rel_l2 "
-                           "{:.4g} (bound {:.4g}), max_rel {:.4g} (bound {:.4g}); bounds from {} emulated blocks",
-                           failed_blocks, blocks.size(), sa.rows, b, h, r0, r1 - 1, rel_l2(s), br.value_or(NAN), max_rel(s),
-                           bm.value_or(NAN), plan.slices.size()),
+                           "{:.4g} > bound {:.4g} (from {} emulated blocks), max_rel {:.4g}",
+                           failed_blocks, blocks.size(), sa.rows, b, h, r0, r1 - 1, rel_l2(s), br.value_or(NAN),
+                           plan.slices.size(), max_rel(s)),
                std::move(o.figures)};
         }
       }

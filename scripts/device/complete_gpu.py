@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 import traceback
@@ -58,7 +59,7 @@ def brief(r):
     acc = row_of(r, "accuracy")
     if acc:
         f = acc.get("figures", {})
-        out["blocks"] = {k: f.get("blocks", {}).get(k) for k in ("count", "failed", "rule", "worst", "whole")}
+        out["blocks"] = {k: f.get("blocks", {}).get(k) for k in ("count", "failed", "rule", "worst", "worst_max_rel", "whole")}
         out["timing_s"] = f.get("sample", {}).get("timing_s")
         out["emulated_blocks"] = f.get("sample", {}).get("slices")
     return out
@@ -151,7 +152,7 @@ def job_planted(res, budget):
     return out
 
 
-def job_seeds(res, budget, n_target=50, seed0=1, shapes=None):
+def job_seeds(res, budget, n_target=50, seed0=1, shapes=None, macs=2.0 ** 32):
     import torch
     import attest
     flash, cudnn = backends()
@@ -166,11 +167,12 @@ def job_seeds(res, budget, n_target=50, seed0=1, shapes=None):
             # Half the default emulated work (2^32 multiply-adds): fewer emulated blocks give a budget
             # from fewer blocks, a harder test of the block rule than the default's, at half the time.
             r = attest.device_case(fn, f"recipe={recipe} problem={shape} dist=normal seed={seed}", checks=("accuracy",),
-                                   dtype=dt, name=fn.__name__, sample_macs=2.0 ** 32)
+                                   dtype=dt, name=fn.__name__, sample_macs=macs)
             b = brief(r)
             runs.append({"kernel": fn.__name__, "dtype": dt, "problem": shape, "seed": seed, "verdicts": b["verdicts"],
                          "reasons": b["reasons"], "worst_ratio_to_bound": ((b.get("blocks") or {}).get("worst") or {}).get("ratio_to_bound"),
-                         "emulated_blocks": b.get("emulated_blocks"), "sample_macs": 2.0 ** 32,
+                         "emulated_blocks": b.get("emulated_blocks"), "sample_macs": macs,
+                         "worst_max_rel_ratio": ((b.get("blocks") or {}).get("worst_max_rel") or {}).get("ratio_to_sampled_bound"),
                          "seconds": time.time() - t})
         except Exception as ex:  # noqa: BLE001
             runs.append({"kernel": fn.__name__, "dtype": dt, "problem": shape, "seed": seed, "error": repr(ex)[:300]})
@@ -223,7 +225,7 @@ def summarize(res: Path) -> dict:
          pm is not None and pm <= 4, torch_only=wan.get("peak_mem_over_io"))
     fa = [s for s in seeds if s.get("error") or any(v not in ("passed",) for v in s.get("verdicts", {}).values())]
     card = (res / "device.txt").read_text().splitlines() if (res / "device.txt").exists() else []
-    name = next((ln.split("|")[1].strip() for ln in card if "H100" in ln or "H200" in ln), None)
+    name = next((m.group(1) for m in (re.search(r"(NVIDIA H[0-9]{3}[^|]*?)\s{2,}", ln) for ln in card) if m), None)
     torch_v = (res / "torch_version.txt").read_text().strip() if (res / "torch_version.txt").exists() else None
     summary = {"card": name, "torch": torch_v, "goals": goals,
                "planted": [{k: p.get(k) for k in ("name", "expected_check", "failed_by", "plant_in_emulated_blocks",
@@ -246,6 +248,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--tag", default="")
     ap.add_argument("--seed0", type=int, default=1)
+    ap.add_argument("--seed-macs", type=float, default=2.0 ** 32)
     ap.add_argument("--shapes", default="", help="comma-separated problems for the seed sweep (default: Wan 480p, 720p)")
     ap.add_argument("--summarize", action="store_true")
     a = ap.parse_args()
@@ -261,7 +264,7 @@ def main():
             continue
         print(f"== {job} ({time.time() - T0:.0f} s)", flush=True)
         try:
-            r = JOBS[job](a.out, a.budget) if job != "seeds" else job_seeds(a.out, a.budget, a.seeds, a.seed0, tuple(a.shapes.split(",")) if a.shapes else None)
+            r = JOBS[job](a.out, a.budget) if job != "seeds" else job_seeds(a.out, a.budget, a.seeds, a.seed0, tuple(a.shapes.split(",")) if a.shapes else None, a.seed_macs)
         except Exception:  # noqa: BLE001 -- the other jobs still run
             traceback.print_exc()
             r = {"error": traceback.format_exc()[-2000:]}

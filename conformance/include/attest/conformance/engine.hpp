@@ -14,13 +14,13 @@
 ///   generate     the case's Philox inputs, written into the caller's buffers.
 ///
 /// The block rule (the sample's budget applied to every block): for each block, rel_l2 =
-/// |t - r|_2 / |r|_2 and max_rel = max|t - r| / max|r| must stay within
-///   alpha_m * budget_m + beta_m * floor_m + eps_m
-/// where budget_m / floor_m are the largest values of the same figure over the emulated blocks
-/// (emulator vs FP64; floor twin vs emulator, before output rounding), alpha / beta / eps the
-/// tolerance row's for rel_l2 (rel_l2) and max_abs (max_rel). Both figures are scale-free, so a
-/// block's own magnitude never enters its bound. A NaN/Inf where the reference is finite
-/// mistrusts the verdict, whichever block it is in.
+/// |t - r|_2 / |r|_2 must stay within alpha * budget + beta * floor + eps, where budget / floor
+/// are the largest rel_l2 over the emulated blocks (emulator vs FP64; floor twin vs emulator,
+/// before output rounding) and alpha / beta / eps the tolerance row's rel_l2 bound. rel_l2 is
+/// scale-free, so a block's own magnitude never enters its bound. max_rel = max|t - r| / max|r|
+/// is reported per block against the same construction (max_abs's alpha / beta) without
+/// deciding: the gate's max_abs bound decides on the emulated rows. A NaN/Inf where the
+/// reference is finite mistrusts the verdict, whichever block it is in.
 ///
 /// The Python binding (python/csrc) and the C++ callers use these functions; no verdict is
 /// computed anywhere else.
