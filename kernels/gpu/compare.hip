@@ -64,7 +64,8 @@ __global__ void checksum_kernel(TensorRef a, i64 rows, u64* sum) {
       local += elem::checksum_term(elem::bits(a, ra + i3 * a.stride[3]), static_cast<std::uint64_t>(r * n3 + i3));
   }
   // One atomic per block, not per thread: millions of same-address atomics serialise in L2
-  // (measured: ~5 ms per checksum of a 25M-element tensor on an H100 with one per thread).
+  // (with one per thread the guarded calls cost ~20 ms of harness each on an H100 at
+  // b1h24s8192d128, docs/results/complete-gpu; the atomics are the suspect, not profiled).
   part[threadIdx.x] = local;
   __syncthreads();
   for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
