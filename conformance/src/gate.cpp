@@ -1,4 +1,5 @@
 #include "attest/conformance/gate.hpp"
+#include "attest/conformance/engine.hpp"
 
 #include <omp.h>
 #include <sys/utsname.h>
@@ -98,17 +99,7 @@ std::string declarations_of(const GateReport& r, const std::string& kernel) {
 }
 
 // A row for case c with its descriptor fields filled as run_check fills them, and no outcome yet.
-Result stub_result(const Case& c) {
-  Result r;
-  r.descriptor = to_string(c);
-  r.kernel = c.kernel;
-  r.recipe = recipe_label(c.recipe);
-  r.problem = to_string(c.problem);
-  r.dist = std::string(datasets::distribution_name(c.dist));
-  r.seed = c.seed;
-  r.check = c.check;
-  return r;
-}
+Result stub_result(const Case& c) { return engine::make_result(c, c.check, Outcome{}, 0); }
 
 // "2 worker processes (--isolate): worker 1 (pid 41): 12 results, died (SIGABRT); ..." or "" when
 // the run was not isolated.
