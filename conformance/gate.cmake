@@ -53,7 +53,7 @@ if(ATTEST_BUILD_TESTS)
 
   attest_test(conformance_tests
     SOURCES tests/test_case.cpp tests/test_tolerance.cpp tests/test_suite_files.cpp tests/test_reports.cpp
-            tests/test_checks_fake.cpp tests/test_containment.cpp
+            tests/test_checks_fake.cpp tests/test_containment.cpp tests/test_engine.cpp
     DEPS attest_conformance attest_reference Boost::boost
     LABELS unit)
   if(TARGET conformance_tests)

@@ -244,7 +244,7 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
                               v=view(v32), out=view(out))
             stats["judge_s"] = time.perf_counter() - t0
             stats["coverage"] = rep.get("sample", {}).get("coverage")
-            stats["complete"] = rep.get("sample", {}).get("complete")
+            stats["complete"] = rep.get("sample", {}).get("complete_reference")
             rows += rep["results"]
             rc = max(rc, jrc)
 
