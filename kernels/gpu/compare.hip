@@ -4,6 +4,7 @@
 #include "attest/kernels/gpu/compare.hpp"
 
 #include <bit>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -204,12 +205,18 @@ struct Deferred::Impl {
   }
 };
 
-Deferred::Deferred(int slots, void* stream) : impl_(new Impl) {
-  impl_->slots = DeviceBuffer(static_cast<std::size_t>(slots) * sizeof(Acc));
-  impl_->host.assign(static_cast<std::size_t>(slots), Acc{0, 0, ~0ull, 0});
-  impl_->counts.assign(static_cast<std::size_t>(slots), 0);
-  impl_->stream = static_cast<hipStream_t>(stream);
-  impl_->slots.upload(impl_->host.data(), impl_->host.size() * sizeof(Acc));
+Deferred::Deferred(int slots, void* stream) {
+  auto impl = std::make_unique<Impl>();  // nothing leaks if an allocation below throws
+  impl->slots = DeviceBuffer(static_cast<std::size_t>(slots) * sizeof(Acc));
+  impl->host.assign(static_cast<std::size_t>(slots), Acc{0, 0, ~0ull, 0});
+  impl->counts.assign(static_cast<std::size_t>(slots), 0);
+  impl->stream = static_cast<hipStream_t>(stream);
+  // The initial slot values go in on the caller's stream, so that the launches queued on it
+  // later are ordered after them (a copy on the legacy stream is not, for a non-blocking stream).
+  if (hipMemcpyAsync(impl->slots.data(), impl->host.data(), impl->host.size() * sizeof(Acc), hipMemcpyHostToDevice,
+                     impl->stream) != hipSuccess)
+    throw Error("deferred comparisons: initialising the slots failed");
+  impl_ = impl.release();
 }
 
 Deferred::~Deferred() { delete impl_; }

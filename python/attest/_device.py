@@ -11,9 +11,11 @@ where the kernel runs, from the start:
      recipes' input quantizers do) and handed to the callable in its layout (views, no copy);
   3. the output is judged where it lives (op device_judge): the FP64 reference (gpu.ref64 on the
      same device buffers) and the recipe emulator with its floor twin on a seeded sample of
-     (batch, head, query-row block) slices, judged by the gate's own accuracy rule, plus a NaN/Inf
-     scan of the whole output on the device; reruns and call paths are compared bit for bit on
-     the device (op device_same). Only figures and the sampled rows reach the host.
+     (batch, head, query-row block) slices, judged by the gate's own accuracy rule, every row
+     against FP64 reduced per block on the device, plus a NaN/Inf scan of the whole output; reruns
+     and call paths are compared bit for bit on the device and the inputs fingerprinted around
+     every call (ops device_log_*: one call log, read back once). Only figures and the emulated
+     rows reach the host.
 
 Verdicts are the C++ library's; this module only allocates, calls and times. Every tensor crosses
 as a view {ptr, dtype, shape, strides, device} of the framework's memory (torch data_ptr/stride).
@@ -218,7 +220,7 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     # The checks over repeated calls (determinism, call_path, input guard) go into one call log of
     # the library: comparisons and fingerprints are launched on torch's current stream after each
     # call and read back once, judged by the library at the end.
-    stream = torch.cuda.current_stream().cuda_stream if cuda else 0
+    stream = torch.cuda.current_stream(dev).cuda_stream if cuda else 0
     log = N.call("device_log_open", device=cuda, stream=stream)[1]["log"]
     names = ["q", "k", "v"]
     ins = {"q": view(qk), "k": view(kk), "v": view(vk)}  # the memory the callable gets (qin, kin, vin view it)
@@ -251,6 +253,10 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
         def same(check, what, other):
             c0 = time.perf_counter()
             N.call("device_log_compare", log=log, check=check, what=what, a=view(out), b=view(other))
+            if cuda:
+                # The comparison is queued on the log's stream and reads `other` later: whatever
+                # stream the callable allocated it on, its memory is not reused before that.
+                other.record_stream(torch.cuda.current_stream(dev))
             stats["compare_s"] = stats.get("compare_s", 0.0) + time.perf_counter() - c0
 
         if "determinism" in checks:
@@ -267,8 +273,8 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
                 stats.setdefault("call_path_configs", []).append(cfg)
                 del o2
         t0 = time.perf_counter()
+        judged = True  # the close drops the log whatever happens: never close it twice
         lrc, lrep = N.call("device_log_close", log=log, **base)
-        judged = True
         stats["log_close_s"] = time.perf_counter() - t0
         rows += lrep["results"]
         rc = max(rc, lrc)

@@ -8,7 +8,8 @@
 ///                error sums per (batch, head, block of `rows` query rows); the noise-floor budget
 ///                from the recipe emulator and its floor twin on the planned blocks (all of them
 ///                when the emulated work fits, else a seeded sample) -- the gate's rule on those
-///                rows, and the block rule on every block (below). Bitwise on the planned blocks.
+///                rows, and, when they are a sample, the block rule on every block (below; with
+///                every block emulated the gate's rule alone decides). Bitwise on the planned blocks.
 ///   same         determinism / call_path: two outputs compared bit for bit.
 ///   input_guard  a callable that wrote into its inputs: fingerprints before and after.
 ///   generate     the case's Philox inputs, written into the caller's buffers.

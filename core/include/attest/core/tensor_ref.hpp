@@ -53,7 +53,7 @@ ATTEST_HD inline double load(const TensorRef& t, std::int64_t off) {
     case DType::bf16:
       return bits_as<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(t.data)[off]) << 16);
     case DType::f16: return f16_to_float(static_cast<const std::uint16_t*>(t.data)[off]);
-    default: return 0.0;  // refused by the callers (ref_type_ok) before any load
+    default: return 0.0;  // other types are refused by the engine (ref_of, checksum) and the device entry points
   }
 }
 

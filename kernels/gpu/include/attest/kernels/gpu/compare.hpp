@@ -32,7 +32,7 @@ void gather_f32(const TensorRef& src, const std::int64_t lo[4], const std::int64
 /// guard's fingerprint (the engine's host path computes the same sum). Synchronous.
 std::uint64_t checksum_device(const TensorRef& t);
 
-/// Error sums of `test` against `ref` (same logical shape [n0, S, n2, D]; any element types)
+/// Error sums of `test` against `ref` (same logical shape [n0, S, n2, D]; f64, f32, bf16 or f16)
 /// per (i0, i2, block of `rows` consecutive i1): out[(i0 * n2 + i2) * nblk + blk], nblk =
 /// ceil(S / rows), copied to host memory. Deterministic (fixed per-thread order, tree
 /// reduction). Synchronous.
