@@ -150,7 +150,7 @@ std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i
 }
 
 // A sub-ref: the logical block starting at `lo` with extents `n`.
-[[maybe_unused]] TensorRef sub(const TensorRef& t, std::array<i64, 4> lo, std::array<i64, 4> n) {
+TensorRef sub(const TensorRef& t, std::array<i64, 4> lo, std::array<i64, 4> n) {
   TensorRef s = t;
   s.data = static_cast<const std::byte*>(t.data) +
            t.offset(lo[0], lo[1], lo[2], lo[3]) * static_cast<i64>(dtype_size(t.dtype));
@@ -243,11 +243,10 @@ std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const
 #endif
 }
 
-// Error sums of test against ref for host Tensors of one planned block ([1, n, 1, D]).
-ErrSums sums_of(const Tensor& t, const Tensor& r) {
-  const auto e = block_errors_host(ref_of(t), ref_of(r), std::max<i64>(1, t.dim(1)));
+// Error sums of test against ref over all of their elements (host refs of one planned block).
+ErrSums sums_of(const TensorRef& t, const TensorRef& r) {
   ErrSums s;
-  for (const auto& x : e) s.merge(x);
+  for (const auto& x : block_errors_host(t, r, std::max<i64>(1, t.shape[1]))) s.merge(x);
   return s;
 }
 
@@ -279,6 +278,30 @@ Outcome judge_bitwise(const Recipe& recipe, const Tensor& K, const ref::Emulator
                       m.bit_mismatches, m.count, plan.complete ? "" : "sampled", hit->b, hit->r0 + (row - at), hit->h, d,
                       mm.test, mm.ref),
           fig};
+}
+
+// The input guard's row: FAILED naming every input whose fingerprint changed over `what`.
+struct Fingerprint {
+  std::string name;
+  std::uint64_t before = 0, after = 0;
+};
+
+Result input_guard(const Case& c, const std::string& what, const std::vector<Fingerprint>& inputs) {
+  std::vector<std::string> changed;
+  json fig = json::object();
+  for (const auto& f : inputs) {
+    fig[f.name] = {{"before", fmt::format("{:016x}", f.before)}, {"after", fmt::format("{:016x}", f.after)}};
+    if (f.before != f.after) changed.push_back(f.name);
+  }
+  fig["what"] = what;
+  if (changed.empty()) return make_result(c, "input_guard", {Verdict::passed, "", fig}, 0);
+  return make_result(c, "input_guard",
+                     {Verdict::failed,
+                      fmt::format("{}: the callable wrote into its input{} {} (fingerprints differ; declare mutates_inputs=True "
+                                  "to have attest hand it copies)",
+                                  what, changed.size() > 1 ? "s" : "", fmt::join(changed, ", ")),
+                      fig},
+                     0);
 }
 
 }  // namespace
@@ -498,6 +521,16 @@ json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, const Sam
               {"repro", fmt::format("sample_rows={} sample_macs={:.0f}", plan.rows, a.max_macs)}};
 }
 
+std::string refusal(const Case& c, const SampleArgs& a) {
+  if (auto why = recipe_refusal(c.recipe); !why.empty()) return why;
+  try {
+    (void)plan_blocks(c.problem, a, c.seed, c.recipe.tile_kv);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
+}
+
 Report refuse_all(const Case& c, const std::vector<std::string>& checks, const std::string& why) {
   Report r;
   for (const auto& ch : checks) r.results.push_back(make_result(c, ch, {Verdict::unsupported, why, json::object()}, 0));
@@ -513,13 +546,8 @@ Report judge(const JudgeRequest& req) {
       throw Error(fmt::format("judge: check '{}' is not accuracy or bitwise (determinism and call_path: same)", ch));
   const ToleranceTable& tol = req.tolerances != nullptr ? *req.tolerances : ToleranceTable::builtin();
   const SampleArgs& sa = req.sample;
-  if (const auto why = recipe_refusal(c.recipe); !why.empty()) return refuse_all(c, req.checks, why);
-  Plan plan;
-  try {
-    plan = plan_blocks(p, sa, c.seed, c.recipe.tile_kv);
-  } catch (const Error& e) {
-    return refuse_all(c, req.checks, e.what());
-  }
+  if (const auto why = refusal(c, sa); !why.empty()) return refuse_all(c, req.checks, why);
+  const Plan plan = plan_blocks(p, sa, c.seed, c.recipe.tile_kv);
   const TensorRef &q = req.q, &k = req.k, &v = req.v, &out = req.out;
   if (q.device != out.device || k.device != out.device || v.device != out.device)
     throw Error("judge: q, k, v and out must all be device tensors or all host tensors");
@@ -614,24 +642,6 @@ Report judge(const JudgeRequest& req) {
   if (!emu_error.empty()) throw Error("emulator: " + emu_error);
   const double t_emu = since(t0e);
 
-  // Per planned block: the emulator's and the floor twin's figures (the block rule's budget).
-  double b_rel = 0, b_max = 0, f_rel = 0, f_max = 0;
-  {
-    std::size_t ci = 0;
-    for (std::size_t i = 0; i < parts.size(); ++i) {
-      std::vector<Tensor> e, eun, fun;
-      for (; ci < chunks.size() && chunks[ci].part == i; ++ci) {
-        e.push_back(eo[ci]);
-        eun.push_back(eu[ci]);
-        fun.push_back(fu[ci]);
-      }
-      const ErrSums be = sums_of(concat_rows(e), rt[i]), bf = sums_of(concat_rows(fun), concat_rows(eun));
-      b_rel = std::max(b_rel, rel_l2(be));
-      b_max = std::max(b_max, max_rel(be));
-      f_rel = std::max(f_rel, rel_l2(bf));
-      f_max = std::max(f_max, max_rel(bf));
-    }
-  }
   ref::AttentionOutput ref;
   ref.out = concat_rows(rt);
   ref::EmulatorOutput emu, rev;
@@ -640,6 +650,19 @@ Report judge(const JudgeRequest& req) {
   rev.out = concat_rows(fo);
   rev.out_unrounded = concat_rows(fu);
   const Tensor K = concat_rows(kt);
+  // Per planned block (its rows of the concatenations, views): the emulator's and the floor
+  // twin's figures, the block rule's budget.
+  double b_rel = 0, b_max = 0, f_rel = 0, f_max = 0;
+  for (i64 at = 0; const auto& part : parts) {
+    const i64 n = part.ps.seqlen_q;
+    const auto rows = [&](const Tensor& t) { return sub(ref_of(t), {0, at, 0, 0}, {1, n, 1, t.dim(3)}); };
+    const ErrSums be = sums_of(rows(emu.out), rows(ref.out)), bf = sums_of(rows(rev.out_unrounded), rows(emu.out_unrounded));
+    b_rel = std::max(b_rel, rel_l2(be));
+    b_max = std::max(b_max, max_rel(be));
+    f_rel = std::max(f_rel, rel_l2(bf));
+    f_max = std::max(f_max, max_rel(bf));
+    at += n;
+  }
 
   // Every row: the FP64 reference of the whole problem, reduced per block.
   const bool want_acc = std::find(req.checks.begin(), req.checks.end(), "accuracy") != req.checks.end();
@@ -785,40 +808,6 @@ Report judge(const JudgeRequest& req) {
   }
   rep.sample = std::move(sample);
   return rep;
-}
-
-Result same(const Case& c, const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b) {
-  if (check != "determinism" && check != "call_path")
-    throw Error(fmt::format("same: check '{}' is not determinism or call_path", check));
-  const auto t0 = std::chrono::steady_clock::now();
-  const Problem& p = c.problem;
-  expect_shape(a, "a", {p.batch, p.seqlen_q, p.heads_q, p.head_dim_v});
-  const auto ea = extent(a), eb = extent(b);
-  if (ea.first < eb.second && eb.first < ea.second)
-    // Comparing a buffer with itself proves nothing (a callable that returns one preallocated
-    // output on every call overwrote the first result): not judged, and said so.
-    return make_result(c, check,
-                       {Verdict::unsupported,
-                        what + ": the output shares memory with the first call's (the callable reuses one output buffer): "
-                               "the two results cannot be compared; return a fresh tensor per call",
-                        json::object()},
-                       since(t0));
-  const Cmp m = compare_refs(b, &a);
-  json fig{{"elements", m.count}, {"differ", m.bit_diff}, {"max_abs", m.max_abs}, {"what", what}};
-  Outcome o;
-  if (m.bit_diff != 0) {
-    const auto i = unravel(a, m.first);
-    const i64 i1[4] = {i[0] + 1, i[1] + 1, i[2] + 1, i[3] + 1};
-    const float x = gather(b, i.data(), i1).data<float>()[0];
-    const float y = gather(a, i.data(), i1).data<float>()[0];
-    o = {Verdict::failed,
-         fmt::format("{}: {} of {} output elements differ bitwise from the first call; first at {}: {:.9g} vs {:.9g}, max |diff| {:.3g}",
-                     what, m.bit_diff, m.count, index_of(a, m.first), x, y, m.max_abs),
-         fig};
-  } else {
-    o = {Verdict::passed, "", fig};
-  }
-  return make_result(c, check, std::move(o), since(t0));
 }
 
 struct CallLog::Impl {
@@ -991,23 +980,6 @@ std::uint64_t checksum(const TensorRef& t) {
   return s;
 }
 
-Result input_guard(const Case& c, const std::string& what, const std::vector<Fingerprint>& inputs) {
-  std::vector<std::string> changed;
-  json fig = json::object();
-  for (const auto& f : inputs) {
-    fig[f.name] = {{"before", fmt::format("{:016x}", f.before)}, {"after", fmt::format("{:016x}", f.after)}};
-    if (f.before != f.after) changed.push_back(f.name);
-  }
-  fig["what"] = what;
-  if (changed.empty()) return make_result(c, "input_guard", {Verdict::passed, "", fig}, 0);
-  return make_result(c, "input_guard",
-                     {Verdict::failed,
-                      fmt::format("{}: the callable wrote into its input{} {} (fingerprints differ; declare mutates_inputs=True "
-                                  "to have attest hand it copies)",
-                                  what, changed.size() > 1 ? "s" : "", fmt::join(changed, ", ")),
-                      fig},
-                     0);
-}
 
 void generate(const Problem& p, datasets::Distribution dist, std::uint64_t seed, const TensorRef& q, const TensorRef& k,
               const TensorRef& v) {

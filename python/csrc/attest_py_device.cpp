@@ -101,22 +101,14 @@ json op_judge(const json& req, int& rc) {
   jr.sample = sample_args(req);
   if (req.contains("scratch_bytes")) jr.scratch_bytes = req.at("scratch_bytes").get<i64>();
   // A problem the engine does not take: every requested check UNSUPPORTED, no tensors needed.
-  std::string why = engine::recipe_refusal(jr.c.recipe);
-  if (why.empty()) {
-    try {
-      (void)engine::plan_blocks(jr.c.problem, jr.sample, jr.c.seed, jr.c.recipe.tile_kv);
-    } catch (const Error& e) {
-      why = e.what();
-    }
-  }
-  if (!why.empty()) {
+  if (const auto why = engine::refusal(jr.c, jr.sample); !why.empty()) {
     const auto r = engine::refuse_all(jr.c, jr.checks, why);
     rc = 0;
     return json{{"results", results_json(r.results)}, {"exit_code", 0}};
   }
   for (const auto& ch : jr.checks)
     if (ch == "determinism" || ch == "call_path")
-      throw Error("device_judge judges accuracy and bitwise; determinism and call_path are device_same's");
+      throw Error("device_judge judges accuracy and bitwise; determinism and call_path are the call log's (device_log_*)");
   jr.q = view_from(req, "q");
   jr.k = view_from(req, "k");
   jr.v = view_from(req, "v");
@@ -126,30 +118,8 @@ json op_judge(const json& req, int& rc) {
   return json{{"results", results_json(r.results)}, {"exit_code", rc}, {"sample", r.sample}};
 }
 
-json op_same(const json& req, int& rc) {
-  const auto r = engine::same(case_from(req), req.value("check", std::string("determinism")),
-                              req.value("what", std::string("second call")), view_from(req, "a"), view_from(req, "b"));
-  rc = conformance::verdict_ok(r.outcome.verdict) ? 0 : 1;
-  return json{{"results", json::array({conformance::to_json(r)})}, {"exit_code", rc}};
-}
 
-// Fingerprints of the named tensors: {"q": "hex", ...} (strings: JSON numbers lose 64-bit integers).
-json op_checksum(const json& req) {
-  json j = json::object();
-  for (const auto& name : req.at("names").get<std::vector<std::string>>())
-    j[name] = fmt::format("{:016x}", engine::checksum(view_from(req, name.c_str())));
-  return json{{"checksums", j}};
-}
 
-json op_guard(const json& req, int& rc) {
-  std::vector<engine::Fingerprint> fp;
-  const auto parse = [](const json& s) { return std::stoull(s.get<std::string>(), nullptr, 16); };
-  for (const auto& [name, before] : req.at("before").items())
-    fp.push_back({name, parse(before), parse(req.at("after").at(name))});
-  const auto r = engine::input_guard(case_from(req), req.value("what", std::string("call")), fp);
-  rc = conformance::verdict_ok(r.outcome.verdict) ? 0 : 1;
-  return json{{"results", json::array({conformance::to_json(r)})}, {"exit_code", rc}};
-}
 
 // Call logs (engine::CallLog) live between ops, keyed by a number the Python side holds; a log
 // is judged and dropped by device_log_close. One mutex: Python calls one op at a time anyway.
@@ -214,15 +184,12 @@ json op_device(const std::string& op, const json& req, int& rc) {
   if (op == "device_plan") return op_plan(req);
   if (op == "device_generate") return op_generate(req);
   if (op == "device_judge") return op_judge(req, rc);
-  if (op == "device_same") return op_same(req, rc);
-  if (op == "device_checksum") return op_checksum(req);
-  if (op == "device_guard") return op_guard(req, rc);
   if (op.rfind("device_log_", 0) == 0 &&
       (op == "device_log_open" || op == "device_log_compare" || op == "device_log_fingerprint" || op == "device_log_close"))
     return op_log(op, req, rc);
   throw Error("op '" + op +
-              "' is not one of device_info, device_plan, device_generate, device_judge, device_same, device_checksum, "
-              "device_guard, device_log_open, device_log_compare, device_log_fingerprint, device_log_close");
+              "' is not one of device_info, device_plan, device_generate, device_judge, device_log_open, device_log_compare, "
+              "device_log_fingerprint, device_log_close");
 }
 
 }  // namespace attest::py

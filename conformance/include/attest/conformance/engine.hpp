@@ -10,8 +10,8 @@
 ///                when the emulated work fits, else a seeded sample) -- the gate's rule on those
 ///                rows, and, when they are a sample, the block rule on every block (below; with
 ///                every block emulated the gate's rule alone decides). Bitwise on the planned blocks.
-///   same         determinism / call_path: two outputs compared bit for bit.
-///   input_guard  a callable that wrote into its inputs: fingerprints before and after.
+///   CallLog      determinism / call_path (outputs bit for bit) and the input guard
+///                (fingerprints of the inputs around every call) over repeated calls.
 ///   generate     the case's Philox inputs, written into the caller's buffers.
 ///
 /// The block rule (the sample's budget applied to every block): for each block, rel_l2 =
@@ -68,6 +68,8 @@ std::string plan_refusal(const Problem& p, const std::string& causal);
 /// with the refusal.
 Plan plan_blocks(const Problem& p, const SampleArgs& a, std::uint64_t seed, std::int64_t tile_kv);
 nlohmann::json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, const SampleArgs& a);
+/// Why judge() would refuse this case (the recipe, or the plan's reason); empty: it takes it.
+std::string refusal(const Case& c, const SampleArgs& a);
 
 /// `q`, `k`, `v`: the generated float32 inputs [B,S,H,D] (before the kernel's cast; device or
 /// host, all alike); `out`: the kernel's output, logical [B,S,H,Dv], f32 / bf16 / f16.
@@ -89,10 +91,6 @@ struct Report {
 /// Every requested check UNSUPPORTED with `why`.
 Report refuse_all(const Case& c, const std::vector<std::string>& checks, const std::string& why);
 Report judge(const JudgeRequest& req);
-
-/// determinism / call_path: `b` against `a` bit for bit ([B,S,H,Dv]); an output sharing memory
-/// with `a` is UNSUPPORTED (a reused buffer proves nothing).
-Result same(const Case& c, const std::string& check, const std::string& what, const TensorRef& a, const TensorRef& b);
 
 /// The checks over repeated calls of one case (determinism, call_path, input_guard), recorded as
 /// the calls happen and judged at the end. On the device every comparison and fingerprint is
@@ -122,13 +120,6 @@ class CallLog {
 
 /// Order-free fingerprint of a tensor's bits (elem::checksum_term summed), host or device.
 std::uint64_t checksum(const TensorRef& t);
-
-/// The input guard's row: FAILED naming every input whose fingerprint changed over `what`.
-struct Fingerprint {
-  std::string name;
-  std::uint64_t before = 0, after = 0;
-};
-Result input_guard(const Case& c, const std::string& what, const std::vector<Fingerprint>& inputs);
 
 /// The case's inputs into contiguous float32 [B,S,H,D] buffers (device: the Philox streams on
 /// the GPU, bit-identical to the CPU generator).
