@@ -120,6 +120,22 @@ def _finish(*bounds: B.Bound) -> list:
     return hist
 
 
+def _run(op: str, bounds: Sequence[B.Bound], **req) -> tuple[int, dict, list]:
+    """N.call(op) with the bounds' worker processes started first (so a callable attest cannot
+    hand to a worker is one error before any case) and ended after: (rc, reply, worker history).
+    attest failing to start or reach a worker is raised (WorkerUnavailable), never rows."""
+    try:
+        for b in bounds:
+            b.start()
+        rc, reply = N.call(op, **req)
+    finally:
+        workers = _finish(*bounds)
+    for b in bounds:
+        if b.unavailable is not None:
+            raise b.unavailable
+    return rc, reply, workers
+
+
 @dataclass
 class GateResult:
     """The C++ gate's report for one Python callable."""
@@ -225,7 +241,9 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
                 check still fails
     isolate     True (default): every call runs in a worker process, so a fault (sticky CUDA
                 error, segfault, abort, out of memory, a hang past call_timeout seconds) is one
-                `fault` verdict and the gate goes on in a fresh worker (python/attest/_worker.py)
+                `fault` verdict and the gate goes on in a fresh worker (python/attest/_worker.py);
+                fn may be any callable (closure, lambda, bound method, partial): a spawned worker
+                gets it by cloudpickle. attest failing to start a worker raises AttestError.
     A callable refuses a problem at call time by raising attest.Unsupported (or NotImplementedError;
     torch's "No available kernel" counts too): one failed refusal row for the case, unless its
     declarations exclude the case.
@@ -245,10 +263,7 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     if tolerances:
         req["tolerances"] = str(tolerances)
     t0 = time.perf_counter()
-    try:
-        rc, reply = N.call("gate", **req)
-    finally:
-        workers = _finish(bound)
+    rc, reply, workers = _run("gate", [bound], **req)
     if getattr(bound, "supports_error", None):
         raise AttestError(f"gate: {bound.supports_error} (supports= must return None or a reason, never raise)")
     report = reply["report"]
@@ -296,10 +311,7 @@ def run_case(fn: Callable, descriptor: str, *, reruns: int = 5, tolerances: Opti
     req: dict[str, Any] = {"descriptor": descriptor, "reruns": reruns}
     if tolerances:
         req["tolerances"] = str(tolerances)
-    try:
-        rc, reply = N.call("run_case", **req)
-    finally:
-        _finish(bound)
+    rc, reply, _ = _run("run_case", [bound], **req)
     return rc, reply["results"], reply["dump"]
 
 
@@ -331,10 +343,7 @@ def pair(fn_a: Callable, fn_b: Callable, *, contract: str = "bitwise", recipe: s
         req["cases"] = cases
     if tolerances:
         req["tolerances"] = str(tolerances)
-    try:
-        rc, reply = N.call("pair", **req)
-    finally:
-        _finish(a, b)
+    rc, reply, _ = _run("pair", [a, b], **req)
     return rc, reply["results"]
 
 
@@ -348,10 +357,7 @@ def merge(fn: Callable, *, recipe: str = "bf16", problem: str = "b1h2s256t1024d6
     req = {"kernel": b.kernel, "recipe": recipe, "problem": problem, "shards": list(shards), "dist": dist, "seed": seed}
     if tolerances:
         req["tolerances"] = str(tolerances)
-    try:
-        rc, reply = N.call("merge", **req)
-    finally:
-        _finish(b)
+    rc, reply, _ = _run("merge", [b], **req)
     return rc, reply["results"]
 
 
@@ -368,10 +374,7 @@ def ladder(fn: Callable, *, recipe: str = "bf16", lengths: Sequence[int] = (256,
            "slope_margin": slope_margin, "dist": dist, "seed": seed}
     if tolerances:
         req["tolerances"] = str(tolerances)
-    try:
-        _, reply = N.call("ladder", **req)
-    finally:
-        _finish(b)
+    _, reply, _ = _run("ladder", [b], **req)
     return reply
 
 

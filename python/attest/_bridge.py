@@ -49,7 +49,7 @@ import numpy as np
 from . import _native as N
 from ._call import (CPU_CONFIGS, CUDA_CONFIGS, REFUSAL_MARKERS, _bits, _call, _from_layout, _graph_call, _np_view,  # noqa: F401
                     _problem_dict, _split, _to_framework, _to_layout, _torch, args_views, invoke, run_views)
-from ._worker import Worker, classify
+from ._worker import Worker, WorkerUnavailable, classify
 
 _DTYPES = {"f32": "float32", "float32": "float32", "bf16": "bfloat16", "bfloat16": "bfloat16", "f16": "float16",
            "fp16": "float16", "float16": "float16"}
@@ -155,6 +155,7 @@ class Bound:
             d.supports = self._supports
         self.desc = d
         self.supports_error = None  # first exception of supports= (gate() raises it)
+        self.unavailable: Optional[WorkerUnavailable] = None  # attest could not start/reach a worker (raised after)
         self.kernel = N.register(spec.name, d)
 
     def _supports_cb(self, _ctx, problem_p, recipe, reason, size) -> int:
@@ -177,12 +178,18 @@ class Bound:
     def _run_cb(self, _ctx, args_p, msg, msg_size) -> int:
         t0 = time.perf_counter()
         try:
+            if self.unavailable is not None:  # no worker: the call is not made (the gate raises afterwards)
+                raise self.unavailable
             if self.spec.isolate:
-                if self.worker is None:
-                    self.worker = Worker(self.spec, self.spec.call_timeout)
+                self.start()
                 rc, text, fn_s = self.worker.call(args_p.contents)
             else:
                 rc, text, fn_s = 0, "", invoke(self.spec, args_p.contents)
+        except WorkerUnavailable as e:
+            # attest's own machinery failed, not the kernel: remembered and raised by the gate, whose
+            # rows are then never shown.
+            self.unavailable = self.unavailable or e
+            rc, text, fn_s = N.RUN_ERROR, str(e), 0.0
         except BaseException as e:  # noqa: BLE001 (nothing may escape into C++)
             rc, text, fn_s = classify(self.spec, e), f"{type(e).__name__}: {e}", 0.0
             self.spec.last_error = traceback.format_exc()
@@ -194,6 +201,13 @@ class Bound:
         data = text.replace("\n", " ").encode("utf-8", "replace")[: max(0, msg_size - 1)] + b"\0"
         ctypes.memmove(msg, data, min(len(data), msg_size))
         return rc
+
+    def start(self) -> None:
+        """Starts the worker process now (isolate=True); WorkerUnavailable when attest cannot."""
+        if self.spec.isolate:
+            if self.worker is None:
+                self.worker = Worker(self.spec, self.spec.call_timeout)
+            self.worker.start()
 
     def close(self) -> None:
         """Ends the worker process (if any); its history stays in self.workers()."""

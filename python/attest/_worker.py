@@ -11,17 +11,22 @@ fresh worker. Every verdict after a fault is therefore as valid as one before it
 Tensors cross through one shared, file-backed buffer (/dev/shm): attest's input storage is copied
 in whole (strides, pads and guard patterns included), the worker builds the same strided views on
 it, and only the logical output elements are copied back, so guard zones and pad gaps keep their
-pattern unless the callable wrote there. The worker is forked (the callable need not be
-picklable); a parent that has already initialised CUDA cannot fork a usable CUDA child, so then
-the worker is spawned and the callable must be picklable (a module-level function or class).
+pattern unless the callable wrote there. The worker is forked (the callable is inherited, never
+pickled); a parent that has already initialised CUDA cannot fork a usable CUDA child, so then the
+worker is spawned and the callable travels by cloudpickle, which serialises closures, lambdas,
+bound methods and functools.partial by value (ATTEST_WORKER_START=fork|spawn forces a method).
+A worker that cannot be started or reached is attest's failure, not the kernel's: WorkerUnavailable
+(an AttestError naming the cause and the remedy), never a row.
 """
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import faulthandler
 import mmap
 import multiprocessing as mp
 import os
+import pickle
 import signal
 import tempfile
 import time
@@ -34,6 +39,59 @@ from . import _call as C
 from . import _native as N
 
 _ALIGN = 256  # bytes: every tensor's storage in the shared buffer starts on this boundary
+START_ENV = "ATTEST_WORKER_START"  # auto (default), fork or spawn
+START_TIMEOUT = 300.0  # seconds a started worker has to say it is ready (a spawned one imports torch)
+
+
+class WorkerUnavailable(N.AttestError):
+    """attest could not start or reach a worker process: its own failure, raised by the gate
+    instead of rows blamed on the kernel."""
+
+
+def start_method() -> str:
+    """fork, or spawn where the parent has initialised CUDA (a forked child of it cannot use
+    CUDA); ATTEST_WORKER_START=fork|spawn overrides."""
+    forced = os.environ.get(START_ENV, "auto").strip() or "auto"
+    if forced not in ("auto", "fork", "spawn"):
+        raise N.AttestError(f"{START_ENV}='{forced}' is not auto, fork or spawn")
+    if forced != "auto":
+        return forced
+    try:
+        torch = C._torch()
+    except Exception:  # noqa: BLE001 (a callable that does not use torch)
+        return "fork"
+    return "spawn" if torch.cuda.is_initialized() else "fork"
+
+
+def _has_cloudpickle() -> bool:
+    try:
+        import cloudpickle  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def _payload(spec) -> bytes:
+    """The declarations a spawned worker needs, pickled: cloudpickle takes closures, lambdas,
+    bound methods and partials by value; supports= is left out (the parent asks it)."""
+    spec = dataclasses.replace(spec, supports=None, stats={}, last_error=None)
+    try:
+        import cloudpickle  # noqa: PLC0415 (only a spawned worker needs it)
+    except ImportError as e:
+        try:
+            return pickle.dumps(spec)
+        except Exception as e2:  # noqa: BLE001
+            raise WorkerUnavailable(
+                f"cannot start a worker process (spawn) for callable '{spec.name}': it does not pickle "
+                f"({type(e2).__name__}: {e2}) and cloudpickle, which would carry it, is not installed; "
+                f"install it (pip install cloudpickle) or pass isolate=False") from e
+    try:
+        return cloudpickle.dumps(spec)
+    except Exception as e:  # noqa: BLE001
+        raise WorkerUnavailable(
+            f"cannot start a worker process (spawn) for callable '{spec.name}': cloudpickle cannot serialise it "
+            f"({type(e).__name__}: {e}); keep what does not pickle (locks, open files, device streams) out of "
+            f"what fn closes over, or pass isolate=False") from e
 
 
 def _extent(t: N.Tensor) -> int:
@@ -113,10 +171,19 @@ def classify(spec, e: BaseException) -> int:
 
 
 def _serve(conn, spec) -> None:
-    """The worker's loop: one message per kernel call, one reply each, until told to stop."""
+    """The worker's loop: a ready message (or why it cannot serve), then one message per kernel
+    call, one reply each, until told to stop. `spec` is the Spec (forked) or its _payload (spawned)."""
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when a worker ends
     faulthandler.disable()  # a fault is reported by the parent as a verdict, not as a stack dump
+    if isinstance(spec, bytes):
+        try:
+            spec = pickle.loads(spec)
+        except BaseException as e:  # noqa: BLE001 (the parent raises it as WorkerUnavailable)
+            conn.send({"ready": False, "text": f"the callable cannot be rebuilt in the spawned worker "
+                                               f"({type(e).__name__}: {e})".replace("\n", " ")})
+            return
+    conn.send({"ready": True})
     try:
         torch = C._torch()
         # A forked child inherits the parent's thread-pool state but not its threads: one
@@ -179,27 +246,41 @@ class Worker:
         self.history: list[dict] = []  # one entry per worker started: pid, calls, problems, end
 
     def _start(self) -> None:
-    
-        method = "fork"
-        torch = None
-        try:
-            torch = C._torch()
-        except Exception:  # noqa: BLE001
-            pass
-        if torch is not None and torch.cuda.is_initialized():
-            method = "spawn"  # a forked child of an initialised CUDA parent cannot use CUDA
+        method = start_method()
         ctx = mp.get_context(method)
+        payload = self.spec if method == "fork" else _payload(self.spec)
+        what = f"a worker process ({method}) for callable '{self.spec.name}'"
         parent, child = ctx.Pipe()
         try:
-            proc = ctx.Process(target=_serve, args=(child, self.spec), daemon=True, name="attest-worker")
+            proc = ctx.Process(target=_serve, args=(child, payload), daemon=True, name="attest-worker")
             proc.start()
-        except Exception as e:  # noqa: BLE001 (pickling the callable for a spawned worker)
-            raise N.AttestError(f"cannot start a worker process ({method}) for callable '{self.spec.name}': {e}; "
-                                f"define it at module level or pass isolate=False") from e
+        except Exception as e:  # noqa: BLE001
+            raise WorkerUnavailable(f"cannot start {what}: {type(e).__name__}: {e}; pass isolate=False to call fn "
+                                    f"in this process") from e
         child.close()
+        try:
+            hello = parent.recv() if parent.poll(START_TIMEOUT) else {"ready": False, "text": f"no answer within "
+                                                                                               f"{START_TIMEOUT:g} s"}
+        except (EOFError, OSError):
+            proc.join(5)
+            hello = {"ready": False, "text": f"it ended before it was ready (exit code {proc.exitcode})"}
+        if not hello.get("ready"):
+            if proc.is_alive():
+                proc.kill()
+            proc.join(5)
+            parent.close()
+            hint = "" if method == "fork" or _has_cloudpickle() else " (install cloudpickle to carry fn by value)"
+            raise WorkerUnavailable(f"cannot start {what}: {hello.get('text')}; a spawned worker rebuilds fn in a "
+                                    f"fresh interpreter (its modules must import there){hint}, or pass isolate=False")
         self.proc, self.conn = proc, parent
         self.history.append({"worker": len(self.history) + 1, "pid": proc.pid, "method": method, "calls": 0,
                              "problems": [], "ended": "running"})
+
+    def start(self) -> None:
+        """Starts the worker now (the gate does so before its first case: a callable that cannot
+        reach a worker is one WorkerUnavailable, not a row per case)."""
+        if self.proc is None:
+            self._start()
 
     def _end(self, why: str, kill: bool) -> None:
         if self.proc is None:
@@ -239,7 +320,11 @@ class Worker:
             layout.append((offset, tuple(c.shape[i] for i in range(c.rank)), tuple(c.strides[i] for i in range(c.rank)),
                            _extent(c)))
             offset += (_extent(c) * 4 + _ALIGN - 1) // _ALIGN * _ALIGN
-        self.shared.ensure(offset)
+        try:
+            self.shared.ensure(offset)
+        except OSError as e:
+            raise WorkerUnavailable(f"cannot make the {offset} byte buffer shared with worker processes "
+                                    f"({type(e).__name__}: {e}); free space in /dev/shm or pass isolate=False") from e
         buf = self.shared.map
         for t, lay in zip(tensors_c, layout):
             if lay is None or lay[3] == 0:
