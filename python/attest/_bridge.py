@@ -24,8 +24,9 @@ Configs (Kernel::configs(): each must give the default call's bits; the C++ call
 compares them) are further ways of invoking the same callable:
 
   contig      inputs made contiguous in the declared layout first
-  batch2      the sample inside a batch of 2 (with a second, different sample, as in CFG); the
-              first half of the output is compared
+  batch2      the sample inside a batch of 2 (with a second, different sample, as in CFG): the
+              first half goes back to be compared, the second must have the bits of fn's call
+              on that sample alone (else the call fails with the first differing element)
   graph       CUDA graph: warm-up, capture with inputs A, output filled with NaN, inputs B (the
               case's) copied into the captured buffers, replay: must equal eager on B
   graph_side  the same, captured and replayed on a user-created side stream

@@ -146,6 +146,23 @@ def _bits(torch, x):
     return x.view(getattr(torch, _INT_VIEW[x.element_size()])) if x.is_floating_point() else x
 
 
+def _same_bits(torch, what: str, in_batch, alone, layout) -> None:
+    """Raises (a call_path failure of config batch2) unless the batch's second sample has the bits
+    of fn's call on that sample alone; indices are logical (bshd for out, [B,H,S] for lse)."""
+    if layout is not None:
+        in_batch, alone = _from_layout(in_batch, layout), _from_layout(alone, layout)
+    if tuple(in_batch.shape) != tuple(alone.shape) or in_batch.dtype != alone.dtype:
+        raise RuntimeError(f"batch2: {what} of the second sample is {tuple(in_batch.shape)} {in_batch.dtype} in the "
+                           f"batch but {tuple(alone.shape)} {alone.dtype} alone")
+    differ = _bits(torch, in_batch.detach()) != _bits(torch, alone.detach())
+    n = int(differ.sum())
+    if n:
+        i = tuple(int(x) for x in differ.nonzero()[0])
+        raise RuntimeError(f"batch2: the batch's second sample (another sample, as in CFG) is not fn's own call on it "
+                           f"alone: {n} of {differ.numel()} {what} elements differ bitwise; first at {list(i)}: "
+                           f"{float(in_batch[i]):.9g} in the batch vs {float(alone[i]):.9g} alone")
+
+
 def run_views(spec: Spec, p: dict, config: str, qn, kn, vn, outn, lsen) -> float:
     """The call on numpy views (attest's buffers in-process, or the shared buffers of a worker):
     inputs to the framework, fn, the outputs' logical elements written into outn / lsen."""
@@ -170,14 +187,14 @@ def run_views(spec: Spec, p: dict, config: str, qn, kn, vn, outn, lsen) -> float
     if config == "" and not spec.mutates_inputs:
         guard = [x.clone() for x in (q, k, v)]
     batch = p["batch"]
+    second = None
     if config == "contig":
         q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     elif config == "batch2":
         # A second, different sample (the sequence reversed, and negated q) beside the first.
         seq_dim = 2 if spec.layout == "bhsd" else 1
-        q = torch.cat([q, -q.flip(seq_dim)], 0)
-        k = torch.cat([k, k.flip(seq_dim)], 0)
-        v = torch.cat([v, v.flip(seq_dim)], 0)
+        second = (-q.flip(seq_dim), k.flip(seq_dim), v.flip(seq_dim))
+        q, k, v = (torch.cat([x, y], 0) for x, y in zip((q, k, v), second))
     if cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
@@ -203,6 +220,14 @@ def run_views(spec: Spec, p: dict, config: str, qn, kn, vn, outn, lsen) -> float
                 raise RuntimeError(f"the callable modified its input {name} in place (declare mutates_inputs=True "
                                    f"to have attest hand it copies)")
     if config == "batch2":
+        # Every sample is judged. The first half goes back to attest (call_path holds it to the
+        # default call's bits); the second is held here to fn's own call on that sample alone, the
+        # same batch-size invariance, so a kernel that contaminates one sample with another (a
+        # CFG batch bug) or takes another path for it fails call_path instead of passing unseen.
+        alone_out, alone_lse = _split(_call(spec, *second, causal, scale), spec.lse)
+        _same_bits(torch, "out", out[batch:], alone_out, spec.layout)
+        if lse is not None and alone_lse is not None:
+            _same_bits(torch, "lse", lse[batch:], alone_lse, None)
         out = out[:batch]
         lse = lse[:batch] if lse is not None else None
     out = _from_layout(out, spec.layout)
