@@ -331,7 +331,9 @@ def pair(fn_a: Callable, fn_b: Callable, *, contract: str = "bitwise", recipe: s
          declared_b: Optional[dict] = None, tolerances: Optional[str] = None, **declared) -> tuple[int, list]:
     """Direct-vs-wrapper or tuned-vs-default parity on the same cases (one per input group):
     contract "bitwise" (bits equal) or "accuracy" (|b - a| within the accuracy row's bound with
-    the recipe's budget and floor). Returns (exit_code, results)."""
+    the recipe's budget and floor). A case either side refuses (its declarations, or at call time:
+    attest.Unsupported, NotImplementedError, "No available kernel") is unsupported with that side's
+    reason; declared_a / declared_b apply to one side. Returns (exit_code, results)."""
     a = _quick(fn_a, recipe, name=(declared_a or {}).pop("name", None) or getattr(fn_a, "__name__", "a") + "_a",
                **{**declared, **(declared_a or {})})
     b = _quick(fn_b, recipe, name=(declared_b or {}).pop("name", None) or getattr(fn_b, "__name__", "b") + "_b",

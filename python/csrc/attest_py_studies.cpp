@@ -13,7 +13,8 @@
 //   whose error grows with the number of KV blocks (a low-precision running sum, a bad rescale)
 //   fails there even while every single length is inside its bound.
 // - pair: two kernels on the same cases: bitwise equality, or their difference within the
-//   accuracy row's bound with the recipe's budget and floor.
+//   accuracy row's bound with the recipe's budget and floor. A case either side refuses (its
+//   declarations, or at call time) is unsupported with that side's reason.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -430,7 +431,15 @@ json op_pair(const json& req, int& rc) {
         }
       }
     } catch (const conformance::VerdictError& e) {
-      o = {e.verdict, e.what(), json::object()};
+      // A side that refuses the case at call time (attest.Unsupported, NotImplementedError, a
+      // framework's "No available kernel") leaves nothing to compare: the pair judges parity, the
+      // gate's refusal row judges whether the refusal was declared.
+      if (const auto& ra = xa.runtime_refusal())
+        o = {Verdict::unsupported, ka + ": refused at call time: " + *ra, json::object()};
+      else if (const auto& rb = xb.runtime_refusal())
+        o = {Verdict::unsupported, kb + ": refused at call time: " + *rb, json::object()};
+      else
+        o = {e.verdict, e.what(), json::object()};
     } catch (const Error& e) {
       o = {Verdict::error, e.what(), json::object()};
     }

@@ -1,5 +1,6 @@
 """Inputs errors, reports, repro from Python, parity."""
 import json
+import re
 
 import pytest
 import torch
@@ -78,3 +79,42 @@ def nudged(q, k, v, *, causal, scale):
     out = sdpa(q, k, v, causal=causal, scale=scale).contiguous().clone()
     out.view(torch.int32).view(-1)[0] ^= 1
     return out
+
+
+def refuses_cross(q, k, v, *, causal, scale):
+    if q.shape[2] != k.shape[2]:  # bhsd: S != T
+        raise NotImplementedError("no cross attention (S != T)")
+    return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def is_cross(problem):
+    """S != T, read from the problem string (t<T> is printed only when T != S)."""
+    s, t = re.match(r"b\d+h\d+(?:k\d+)?s(\d+)(?:t(\d+))?", problem).groups()
+    return t is not None and t != s
+
+
+def test_pair_a_refused_case_is_unsupported_with_the_reason():
+    rc, results = attest.pair(sdpa, sdpa, contract="bitwise", recipe="bf16")
+    compared = {r["problem"] for r in results if r["verdict"] == "passed"}
+    assert rc == 0 and any(map(is_cross, compared)) and not all(map(is_cross, compared)), compared
+    for a, b, side in ((sdpa, refuses_cross, "py.refuses_cross_b"), (refuses_cross, sdpa, "py.refuses_cross_a")):
+        rc, results = attest.pair(a, b, contract="bitwise", recipe="bf16")
+        assert rc == 0 and not [r for r in results if r["verdict"] == "failed"], \
+            [(r["problem"], r["verdict"], r["reason"]) for r in results if r["verdict"] != "passed"]
+        for r in results:
+            if r["problem"] in compared and is_cross(r["problem"]):
+                assert r["verdict"] == "unsupported" and r["reason"] == \
+                    f"{side}: refused at call time: NotImplementedError: no cross attention (S != T)", r
+            elif r["problem"] in compared:  # neither side refuses: the pair still compares
+                assert r["verdict"] == "passed", r
+
+
+def raises_on_cross(q, k, v, *, causal, scale):
+    if q.shape[2] != k.shape[2]:
+        raise RuntimeError("index out of range")  # a crash, not a refusal
+    return sdpa(q, k, v, causal=causal, scale=scale)
+
+
+def test_pair_an_error_is_not_a_refusal():
+    rc, results = attest.pair(sdpa, raises_on_cross, contract="bitwise", recipe="bf16")
+    assert rc == 1 and any(r["verdict"] == "error" and "index out of range" in r["reason"] for r in results)
