@@ -137,8 +137,13 @@ __global__ void __launch_bounds__(kPortableThreads) ref64_portable(Params p) {
 // ---------------------------------------------------------------------------------------------
 // Tensor-core path (NVIDIA sm_90). A block of 8 warps owns 128 query rows of one (b, h); each
 // warp 16 rows. Per key tile of 16: S = Q K^T (m16n8k8 f64 MMAs from shared memory), masking,
-// online softmax in registers, P through shared memory into A fragments, O += P V (MMAs). K/V
-// tiles are double-buffered: the next tile's cp.async copies run during this tile's MMAs.
+// online softmax in registers, O += P V (MMAs) with P taken straight from the S accumulators:
+// the MMA sums over its k index in any order, so the keys of each 8-key group are fed in the
+// order the accumulator layout holds them (lane tig has keys 2 tig and 2 tig + 1) and V's rows
+// are read in that same order. No P round trip through shared memory.
+// K/V tiles: f64 inputs are double-buffered with cp.async (the next tile's copies run during
+// this tile's MMAs); f32 inputs are copied raw by cp.async into a staging tile and converted
+// to double once per tile (one cvt per element, not one per fragment load).
 // The mma instruction is a 32-lane warp operation by definition, so this path is NVIDIA-only
 // and its lane arithmetic (quads of 4 lanes) is that instruction's fragment layout, not a
 // warp-size assumption of the portable code.
@@ -146,11 +151,13 @@ __global__ void __launch_bounds__(kPortableThreads) ref64_portable(Params p) {
 constexpr int kMmaWarps = 8, kMmaRows = 16 * kMmaWarps, kMmaKeys = 16;
 constexpr int kMmaThreads = 32 * kMmaWarps;
 
-template <int D>
+template <class TIn, int D>
 constexpr int mma_shared_bytes() {
-  // Rows padded by 4 doubles: the fragment loads (8 rows x 4 columns per half warp) then hit
-  // 16 distinct 8-byte bank pairs (row stride D + 4 = 4 mod 16 pairs). Q, 2 stages of K and V, P.
-  return ((kMmaRows + 4 * kMmaKeys) * (D + 4) + kMmaWarps * 16 * (kMmaKeys + 4)) * 8;
+  // Rows padded by 4 doubles: the fragment loads then hit distinct 8-byte bank pairs (row
+  // stride D + 4 = 4 mod 16 pairs). Q; K/V (f64: two stages of K and V; f32: one stage of K and
+  // V in double plus the raw f32 staging tile of K and V); each warp's P scratch.
+  constexpr int kv = sizeof(TIn) == 8 ? 4 * kMmaKeys * (D + 4) * 8 : 2 * kMmaKeys * (D + 4) * 8 + 2 * kMmaKeys * D * 4;
+  return kMmaRows * (D + 4) * 8 + kv + kMmaWarps * 16 * (kMmaKeys + 4) * 8;
 }
 
 // c += a * b for one 16x8x8 f64 tile. Fragments (lane = 4 * grp + tig):
@@ -166,13 +173,14 @@ __device__ inline void mma_16x8x8(double (&c)[4], const double (&a)[4], const do
 #endif
 }
 
-// 8-byte asynchronous global -> shared copy; src_bytes 0 writes zeros and reads nothing.
-__device__ inline void cp_async8(double* dst, const double* src, int src_bytes) {
+// N-byte (4 or 8) asynchronous global -> shared copy; src_bytes 0 writes zeros, reads nothing.
+template <int N>
+__device__ inline void cp_async(void* dst, const void* src, int src_bytes) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(d), "l"(src), "r"(src_bytes) : "memory");
+  asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"(d), "l"(src), "n"(N), "r"(src_bytes) : "memory");
 #else
-  *dst = src_bytes ? *src : 0.0;
+  for (int i = 0; i < N; ++i) static_cast<char*>(dst)[i] = src_bytes ? static_cast<const char*>(src)[i] : 0;
 #endif
 }
 __device__ inline void cp_async_commit() {
@@ -206,35 +214,31 @@ __device__ inline double quad_max(double x) {
   return nan_max(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
-// Starts (f64: cp.async) or performs (f32: convert on the way) the copy of key tile [j0, j0+16)
-// into one K/V stage. Keys at or beyond `max_hi` (seen by no row of the block) are never read:
-// their slots get zeros.
+// Starts the copy of key tile [j0, j0+16) of K and V into `ks`/`vs` (element type TIn, row
+// stride ld). Keys at or beyond `max_hi` (seen by no row of the block) are never read: their
+// slots get zeros.
 template <class TIn, int D>
-__device__ inline void load_kv_tile(const Params& p, double* ks, double* vs, i64 b, i64 g, i64 j0, i64 max_hi) {
-  constexpr int LD = D + 4;
+__device__ inline void copy_kv_tile(const Params& p, TIn* ks, TIn* vs, int ld, i64 b, i64 g, i64 j0, i64 max_hi) {
   for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) {
     const int r = idx / D, c = idx % D;
     const bool in = j0 + r < max_hi;
     const i64 ok = in ? offset(p.k, p.cu_kv, b, j0 + r, g, c) : 0;
     const i64 ov = in ? offset(p.v, p.cu_kv, b, j0 + r, g, c) : 0;
-    if constexpr (sizeof(TIn) == 8) {
-      cp_async8(ks + r * LD + c, static_cast<const double*>(p.k.data) + ok, in ? 8 : 0);
-      cp_async8(vs + r * LD + c, static_cast<const double*>(p.v.data) + ov, in ? 8 : 0);
-    } else {
-      ks[r * LD + c] = in ? load<TIn>(p.k, ok) : 0.0;
-      vs[r * LD + c] = in ? load<TIn>(p.v, ov) : 0.0;
-    }
+    cp_async<sizeof(TIn)>(ks + r * ld + c, static_cast<const TIn*>(p.k.data) + ok, in ? sizeof(TIn) : 0);
+    cp_async<sizeof(TIn)>(vs + r * ld + c, static_cast<const TIn*>(p.v.data) + ov, in ? sizeof(TIn) : 0);
   }
   cp_async_commit();
 }
 
 template <class TIn, int D>
 __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
+  constexpr bool kF64 = sizeof(TIn) == 8;
   constexpr int LD = D + 4, LDP = kMmaKeys + 4, NT = D / 8;
   extern __shared__ double smem[];
-  double* qs = smem;                          // [kMmaRows][LD]
-  double* kv = qs + kMmaRows * LD;            // 2 stages x ([kMmaKeys][LD] K, [kMmaKeys][LD] V)
-  double* pw = kv + 4 * kMmaKeys * LD;        // [kMmaWarps][16][LDP]
+  double* qs = smem;                // [kMmaRows][LD]
+  double* kv = qs + kMmaRows * LD;  // f64: 2 stages x (K, V) [kMmaKeys][LD]; f32: 1 stage, then staging
+  double* pw = kv + (kF64 ? 4 : 2) * kMmaKeys * LD;           // [kMmaWarps][16][LDP]: P, fallback route only
+  float* stg = reinterpret_cast<float*>(pw + kMmaWarps * 16 * LDP);  // f32 only: raw K, V [kMmaKeys][D]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, grp = lane >> 2, tig = lane & 3;
   // Heaviest query tiles (most visible keys under causal masks) are scheduled first.
@@ -243,11 +247,15 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   if (q0 >= lq) return;  // uniform over the block
   const i64 g = h / (p.heads_q / p.heads_kv);
   const i64 rows = lq - q0 < kMmaRows ? lq - q0 : kMmaRows;
-  // Visibility grows with the row index for every mask, so the last row bounds the block.
-  const i64 max_hi = visible(p, lq, lk, q0 + rows - 1);
+  // Visibility grows with the row index for every mask, so the first and last rows bound the
+  // block: keys below min_hi are visible to every row of the block.
+  const i64 max_hi = visible(p, lq, lk, q0 + rows - 1), min_hi = visible(p, lq, lk, q0);
   double* ps = pw + warp * 16 * LDP;
 
-  if (max_hi > 0) load_kv_tile<TIn, D>(p, kv, kv + kMmaKeys * LD, b, g, 0, max_hi);
+  if (max_hi > 0) {
+    if constexpr (kF64) copy_kv_tile<double, D>(p, kv, kv + kMmaKeys * LD, LD, b, g, 0, max_hi);
+    else copy_kv_tile<float, D>(p, stg, stg + kMmaKeys * D, D, b, g, 0, max_hi);
+  }
   for (int idx = tid; idx < kMmaRows * D; idx += kMmaThreads) {
     const int r = idx / D, c = idx % D;
     qs[r * LD + c] = r < rows ? load<TIn>(p.q, offset(p.q, p.cu_q, b, q0 + r, h, c)) : 0.0;
@@ -268,22 +276,39 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
 
   int stage = 0;
   for (i64 j0 = 0; j0 < max_hi; j0 += kMmaKeys, stage ^= 1) {
-    double* ks = kv + stage * 2 * kMmaKeys * LD;
+    double* ks = kF64 ? kv + stage * 2 * kMmaKeys * LD : kv;
     double* vs = ks + kMmaKeys * LD;
-    if (j0 + kMmaKeys < max_hi) {
-      // The other stage was released by the barrier at the end of the previous tile.
-      double* kn = kv + (stage ^ 1) * 2 * kMmaKeys * LD;
-      load_kv_tile<TIn, D>(p, kn, kn + kMmaKeys * LD, b, g, j0 + kMmaKeys, max_hi);
-      cp_async_wait<1>();  // this tile's copies (issued one tile earlier) are complete
+    const bool more = j0 + kMmaKeys < max_hi;
+    int bad = 0;
+    if constexpr (kF64) {
+      if (more) {
+        // The other stage was released by the barrier at the end of the previous tile.
+        double* kn = kv + (stage ^ 1) * 2 * kMmaKeys * LD;
+        copy_kv_tile<double, D>(p, kn, kn + kMmaKeys * LD, LD, b, g, j0 + kMmaKeys, max_hi);
+        cp_async_wait<1>();  // this tile's copies (issued one tile earlier) are complete
+      } else {
+        cp_async_wait<0>();
+      }
+      // Each thread checks the V elements it copied itself (visible to it after the wait).
+      for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * LD + idx % D]);
     } else {
       cp_async_wait<0>();
+      __syncthreads();  // the staging tile is complete; every warp is done with the last tile
+      for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) {
+        const int r = idx / D, c = idx % D;
+        ks[r * LD + c] = static_cast<double>(stg[idx]);
+        const double x = static_cast<double>(stg[kMmaKeys * D + idx]);
+        vs[r * LD + c] = x;
+        bad |= !isfinite(x);
+      }
     }
     // A non-finite V value would turn 0 * V of a key masked for some row into NaN inside the
-    // MMA; such tiles take the exact per-row scalar route below. Each thread checks the
-    // elements it copied itself (visible to it after the wait); the barrier publishes the tile.
-    int bad = 0;
-    for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * LD + idx % D]);
-    const int v_nonfinite = __syncthreads_or(bad);
+    // MMA; such tiles take the exact per-row scalar route below. Keys below min_hi are masked
+    // for no row. The barrier also publishes the tile.
+    const int v_nonfinite = __syncthreads_or(j0 + kMmaKeys > min_hi ? bad : 0);
+    if constexpr (!kF64) {
+      if (more) copy_kv_tile<float, D>(p, stg, stg + kMmaKeys * D, D, b, g, j0 + kMmaKeys, max_hi);  // staging is free
+    }
 
     double s[2][4];
 #pragma unroll
@@ -328,29 +353,35 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int r = v >> 1;
-        const double pv = exp(s[n][v] - shift[r]);
-        l[r] += pv;  // per-lane partial; the 4 lanes of a row share alpha, so the partials add up to l
-        ps[(grp + 8 * r) * LDP + n * 8 + 2 * tig + (v & 1)] = pv;
+        s[n][v] = exp(s[n][v] - shift[r]);  // s now holds P
+        l[r] += s[n][v];  // per-lane partial; the 4 lanes of a row share alpha, so the partials add up to l
       }
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
       for (int v = 0; v < 4; ++v) o[n][v] *= alpha[v >> 1];
-    __syncwarp();
 
     if (!v_nonfinite) {
 #pragma unroll
       for (int kk = 0; kk < kMmaKeys / 8; ++kk) {
-        double a[4];
-#pragma unroll
-        for (int v = 0; v < 4; ++v) a[v] = ps[(grp + 8 * (v & 1)) * LDP + kk * 8 + tig + 4 * (v >> 1)];
+        // A slot (row grp + 8 rb, k = tig + 4 e) carries key 2 tig + e of group kk: this lane's
+        // own s[kk][2 rb + e]. B row k = tig + 4 e is then V's row kk * 8 + 2 tig + e.
+        const double a[4] = {s[kk][0], s[kk][2], s[kk][1], s[kk][3]};
 #pragma unroll
         for (int n = 0; n < NT; ++n) {
-          const double bf[2] = {vs[(kk * 8 + tig) * LD + n * 8 + grp], vs[(kk * 8 + tig + 4) * LD + n * 8 + grp]};
+          const double bf[2] = {vs[(kk * 8 + 2 * tig) * LD + n * 8 + grp], vs[(kk * 8 + 2 * tig + 1) * LD + n * 8 + grp]};
           mma_16x8x8(o[n], a, bf);
         }
       }
     } else {
+      // Exact per-row route (rare: a non-finite V value in a tile with masked keys): P goes
+      // through this warp's shared scratch and every visible key's p * v is added in key order;
+      // invisible keys are skipped (never 0 * inf).
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) ps[(grp + 8 * (v >> 1)) * LDP + n * 8 + 2 * tig + (v & 1)] = s[n][v];
+      __syncwarp();
 #pragma unroll
       for (int n = 0; n < NT; ++n)
 #pragma unroll
@@ -360,8 +391,9 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
           for (int jj = 0; jj < kMmaKeys && j0 + jj < hi[r]; ++jj) acc += ps[(grp + 8 * r) * LDP + jj] * vs[jj * LD + col];
           o[n][v] += acc;
         }
+      __syncwarp();  // ps is rewritten by this warp's next fallback tile
     }
-    __syncthreads();  // every warp is done with this stage (and ps) before it is refilled
+    if constexpr (kF64) __syncthreads();  // every warp is done with this stage before it is refilled
   }
 
   double lt[2];
@@ -473,11 +505,11 @@ void attn_fwd_ref64(const Ref64Args& a, Ref64Path path, void* stream) {
     ATTEST_GPU_CHECK_LAUNCH();
   };
   if (a.head_dim == 128) {
-    if (f64) launch(&ref64_mma<double, 128>, mma_shared_bytes<128>());
-    else launch(&ref64_mma<float, 128>, mma_shared_bytes<128>());
+    if (f64) launch(&ref64_mma<double, 128>, mma_shared_bytes<double, 128>());
+    else launch(&ref64_mma<float, 128>, mma_shared_bytes<float, 128>());
   } else {
-    if (f64) launch(&ref64_mma<double, 64>, mma_shared_bytes<64>());
-    else launch(&ref64_mma<float, 64>, mma_shared_bytes<64>());
+    if (f64) launch(&ref64_mma<double, 64>, mma_shared_bytes<double, 64>());
+    else launch(&ref64_mma<float, 64>, mma_shared_bytes<float, 64>());
   }
 #endif
 }

@@ -87,7 +87,19 @@ def job_harness(res, budget):
                            reruns=20, name="flash")
     st = r.stats
     harness = st["wall_s"] - st["kernel_s"]  # everything but the kernel: generation, casts, log, guard
-    return {"calls": st["calls"], "wall_s": st["wall_s"], "kernel_s": st["kernel_s"], "generate_s": st.get("generate_s"),
+    # Where the device time goes: the same case under torch's profiler (CUPTI sees the library's
+    # kernels too), GPU time per kernel name.
+    kernels = None
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            attest.device_case(flash, "recipe=bf16 problem=b1h24s8192d128 dist=normal seed=1", checks=("determinism",), reruns=20)
+        kernels = [{"name": e.key[:120], "calls": e.count, "device_ms": getattr(e, "device_time_total", getattr(e, "cuda_time_total", 0)) / 1e3}
+                   for e in prof.key_averages()]
+        kernels = sorted((k for k in kernels if k["device_ms"] > 0), key=lambda k: -k["device_ms"])[:15]
+    except Exception as ex:  # noqa: BLE001 -- the measurement above stands without the breakdown
+        kernels = repr(ex)[:300]
+    return {"device_kernels": kernels, "calls": st["calls"], "wall_s": st["wall_s"], "kernel_s": st["kernel_s"], "generate_s": st.get("generate_s"),
             "compare_s": st.get("compare_s"), "log_close_s": st.get("log_close_s"), "harness_s": harness, "harness_over_kernel": harness / st["kernel_s"],
             "kernel_ms_per_call": 1e3 * st["kernel_s"] / st["calls"], "verdicts": brief(r)["verdicts"]}
 
@@ -215,8 +227,12 @@ def summarize(res: Path) -> dict:
          rows=wan.get("coverage"))
     m = ref.get("tflops")
     ratio = m / tfp["tflops"] if m and tfp.get("tflops") else None
+    # Rounds of the same run: this build (f64, f32 inputs) beside the previous build (f64).
+    rounds = {k: [(_load(f) or {}).get("tflops") for f in sorted(res.glob(f"bench_ref64_{k}r*.json"))]
+              for k in ("", "f32_", "prev_")}
     goal("ref64_tflops", ">= 40 and >= 1.8x torch fp64", m, "TFLOP/s (b1h24s8192d128, FP64)",
-         m is not None and m >= 40 and (ratio or 0) >= 1.8, torch_fp64_tflops=tfp.get("tflops"), over_torch=ratio)
+         m is not None and m >= 40 and (ratio or 0) >= 1.8, torch_fp64_tflops=tfp.get("tflops"), over_torch=ratio,
+         rounds_f64=rounds[""], rounds_f32_inputs=rounds["f32_"], rounds_previous_build=rounds["prev_"])
     h = har.get("harness_over_kernel")
     goal("harness_over_kernel_s8192", "<= 0.2", h, "harness s / kernel s (b1h24s8192d128, determinism, 20 reruns)",
          h is not None and h <= 0.2, kernel_ms_per_call=har.get("kernel_ms_per_call"))

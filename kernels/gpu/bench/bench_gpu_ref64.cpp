@@ -1,5 +1,6 @@
-// bench_gpu_ref64: TFLOP/s of gpu.ref64's device-pointer entry point, f64 inputs and outputs.
-//   bench_gpu_ref64 [problem] [--path automatic|portable|mma] [--iters N] [--json FILE]
+// bench_gpu_ref64: TFLOP/s of gpu.ref64's device-pointer entry point, f64 outputs; inputs f64 or
+// f32 (--dtype; f32 is what the device engine hands it: the generated tensors).
+//   bench_gpu_ref64 [problem] [--path automatic|portable|mma] [--dtype f64|f32] [--iters N] [--json FILE]
 // Default problem b1h24s8192d128 (the target shape). Inputs are uniform in [-1, 1) from a
 // fixed host generator; after timing, `check_rows` output rows are recomputed on the host in
 // long double and the worst normwise relative error is printed (a benchmark that is wrong is
@@ -23,10 +24,11 @@ namespace {
 
 using attest::gpu::DeviceBuffer;
 
-attest::gpu::DeviceTensor arg(const DeviceBuffer& b, std::int64_t s1, std::int64_t h, std::int64_t d) {
+attest::gpu::DeviceTensor arg(const DeviceBuffer& b, std::int64_t s1, std::int64_t h, std::int64_t d,
+                              attest::gpu::ElemType type = attest::gpu::ElemType::f64) {
   attest::gpu::DeviceTensor t;
   t.data = b.data();
-  t.type = attest::gpu::ElemType::f64;
+  t.type = type;
   t.stride[0] = s1 * h * d, t.stride[1] = h * d, t.stride[2] = d, t.stride[3] = 1;
   return t;
 }
@@ -35,6 +37,7 @@ int run(int argc, char** argv) {
   std::string text = "b1h24s8192d128", json;
   attest::gpu::Ref64Path path = attest::gpu::Ref64Path::automatic;
   int iters = 10;
+  bool f32 = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--path" && i + 1 < argc) {
@@ -43,6 +46,10 @@ int run(int argc, char** argv) {
       else if (v == "portable") path = attest::gpu::Ref64Path::portable;
       else if (v == "mma") path = attest::gpu::Ref64Path::mma;
       else throw attest::Error("unknown path '" + v + "' (valid: automatic, portable, mma)");
+    } else if (a == "--dtype" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v != "f32" && v != "f64") throw attest::Error("unknown dtype '" + v + "' (valid: f64, f32)");
+      f32 = v == "f32";
     } else if (a == "--iters" && i + 1 < argc) {
       iters = std::max(1, std::stoi(argv[++i]));
     } else if (a == "--json" && i + 1 < argc) {
@@ -50,7 +57,7 @@ int run(int argc, char** argv) {
     } else if (!a.empty() && a[0] != '-') {
       text = a;
     } else {
-      throw attest::Error("usage: bench_gpu_ref64 [problem] [--path automatic|portable|mma] [--iters N] [--json FILE]");
+      throw attest::Error("usage: bench_gpu_ref64 [problem] [--path automatic|portable|mma] [--dtype f64|f32] [--iters N] [--json FILE]");
     }
   }
   const attest::Problem p = attest::parse_problem(text);
@@ -63,17 +70,25 @@ int run(int argc, char** argv) {
       v(static_cast<std::size_t>(B * T * Hk * Dv));
   std::mt19937_64 rng(12345);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
+  // f32 inputs: the values are rounded to float first, so the host check sees what the device does.
   for (auto* x : {&q, &k, &v})
-    for (double& e : *x) e = u(rng);
-  DeviceBuffer dq(q.size() * 8), dk(k.size() * 8), dv(v.size() * 8), dout(static_cast<std::size_t>(B * S * H * Dv) * 8),
+    for (double& e : *x) e = f32 ? static_cast<float>(u(rng)) : u(rng);
+  const std::size_t es = f32 ? 4 : 8;
+  DeviceBuffer dq(q.size() * es), dk(k.size() * es), dv(v.size() * es), dout(static_cast<std::size_t>(B * S * H * Dv) * 8),
       dlse(static_cast<std::size_t>(B * H * S) * 8);
-  dq.upload(q.data(), dq.bytes());
-  dk.upload(k.data(), dk.bytes());
-  dv.upload(v.data(), dv.bytes());
+  const auto up = [&](DeviceBuffer& d, const std::vector<double>& x) {
+    if (!f32) return d.upload(x.data(), d.bytes());
+    const std::vector<float> xf(x.begin(), x.end());
+    d.upload(xf.data(), d.bytes());
+  };
+  up(dq, q);
+  up(dk, k);
+  up(dv, v);
+  const auto in_type = f32 ? attest::gpu::ElemType::f32 : attest::gpu::ElemType::f64;
   attest::gpu::Ref64Args a = attest::gpu::ref64_args(p);
-  a.q = arg(dq, S, H, D);
-  a.k = arg(dk, T, Hk, D);
-  a.v = arg(dv, T, Hk, Dv);
+  a.q = arg(dq, S, H, D, in_type);
+  a.k = arg(dk, T, Hk, D, in_type);
+  a.v = arg(dv, T, Hk, Dv, in_type);
   a.out = arg(dout, S, H, Dv);
   a.lse = arg(dlse, 1, S, 1);
   a.lse.stride[0] = H * S, a.lse.stride[1] = S, a.lse.stride[2] = 1;
@@ -116,9 +131,9 @@ int run(int argc, char** argv) {
 
   char line[1024];
   std::snprintf(line, sizeof line,
-                "{\"bench\": \"gpu.ref64\", \"problem\": \"%s\", \"path\": \"%s\", \"device\": \"%s\", \"iters\": %d, "
+                "{\"bench\": \"gpu.ref64\", \"problem\": \"%s\", \"path\": \"%s\", \"dtype\": \"%s\", \"device\": \"%s\", \"iters\": %d, "
                 "\"median_ms\": %.4f, \"min_ms\": %.4f, \"tflops\": %.3f, \"spot_check_rel_err\": %.3e}",
-                attest::to_string(p).c_str(), attest::gpu::path_name(resolved), dev.name.c_str(), iters, median, ms.front(),
+                attest::to_string(p).c_str(), attest::gpu::path_name(resolved), f32 ? "f32" : "f64", dev.name.c_str(), iters, median, ms.front(),
                 tflops, worst);
   std::cout << line << std::endl;
   if (!json.empty()) std::ofstream(json) << line << "\n";

@@ -83,12 +83,22 @@ DeviceTensor contiguous_arg(const DeviceBuffer& buf, const Shape& shape, ElemTyp
   return d;
 }
 
-// Through the device-pointer entry point with an explicit path (contiguous bshd tensors).
-Out run_device(const Problem& p, const datasets::Qkv& in, Ref64Path path) {
-  DeviceBuffer q(in.q.storage().size()), k(in.k.storage().size()), v(in.v.storage().size());
-  q.upload(in.q.storage().data(), q.bytes());
-  k.upload(in.k.storage().data(), k.bytes());
-  v.upload(in.v.storage().data(), v.bytes());
+// Through the device-pointer entry point with an explicit path (contiguous bshd tensors); inputs
+// handed over as f32 (the generated tensors) or widened exactly to f64.
+Out run_device(const Problem& p, const datasets::Qkv& in, Ref64Path path, ElemType it = ElemType::f32) {
+  const auto upload = [&](const Tensor& x) {
+    const float* f = x.data<float>();
+    if (it == ElemType::f32) {
+      DeviceBuffer d(static_cast<std::size_t>(x.numel()) * 4);
+      d.upload(f, d.bytes());
+      return d;
+    }
+    const std::vector<double> w(f, f + x.numel());
+    DeviceBuffer d(w.size() * 8);
+    d.upload(w.data(), d.bytes());
+    return d;
+  };
+  DeviceBuffer q = upload(in.q), k = upload(in.k), v = upload(in.v);
   Shape osh = in.q.shape();
   osh[3] = p.head_dim_v;
   const Shape lsh{osh[0], p.heads_q, osh[1]};
@@ -96,9 +106,9 @@ Out run_device(const Problem& p, const datasets::Qkv& in, Ref64Path path) {
   out.fill_bytes(0xFF);  // NaN pattern: an unwritten element fails the comparison
   lse.fill_bytes(0xFF);
   Ref64Args a = ref64_args(p);
-  a.q = contiguous_arg(q, in.q.shape(), ElemType::f32);
-  a.k = contiguous_arg(k, in.k.shape(), ElemType::f32);
-  a.v = contiguous_arg(v, in.v.shape(), ElemType::f32);
+  a.q = contiguous_arg(q, in.q.shape(), it);
+  a.k = contiguous_arg(k, in.k.shape(), it);
+  a.v = contiguous_arg(v, in.v.shape(), it);
   a.out = contiguous_arg(out, osh, ElemType::f64);
   a.lse = contiguous_arg(lse, lsh, ElemType::f64);
   DeviceBuffer cu;
@@ -133,6 +143,20 @@ TEST_P(Ref64Problems, BothPathsMatchOracle) {
   expect_close(run_device(p, in, Ref64Path::portable), want, "portable " + to_string(p));
   if (mma_available(p)) expect_close(run_device(p, in, Ref64Path::mma), want, "mma " + to_string(p));
   else std::cout << "mma path not available for " << to_string(p) << "\n";
+}
+
+// f32 inputs are staged raw and widened in shared memory, f64 inputs copied as they are: the
+// arithmetic after that is the same, so the same values must give the same bits on both paths.
+TEST_P(Ref64Problems, F64InputsGiveTheF32InputsBits) {
+  ATTEST_REQUIRE_GPU();
+  const Problem p = parse_problem(GetParam());
+  auto in = datasets::generate_qkv(p, datasets::Distribution::diffusion, 11);
+  in.v.data<float>()[in.v.numel() / 2] = std::numeric_limits<float>::infinity();  // the exact per-row route too
+  for (const Ref64Path path : {Ref64Path::portable, Ref64Path::automatic}) {
+    const Out a = run_device(p, in, path, ElemType::f32), b = run_device(p, in, path, ElemType::f64);
+    EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 8)) << path_name(path) << " " << to_string(p);
+    EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 8)) << path_name(path) << " " << to_string(p);
+  }
 }
 
 TEST_P(Ref64Problems, RegistryInProblemLayouts) {
