@@ -28,10 +28,12 @@ import numpy as np
 
 from . import _bridge as B
 from . import _native as N
+from . import _probe
 from ._device import DeviceResult, device_case, device_ladder
 from ._native import AttestError, Unsupported
+from ._probe import Probe
 
-__all__ = ["gate", "run_case", "pair", "merge", "ladder", "cpp_kernel", "list_items", "GateResult", "AttestError",
+__all__ = ["gate", "probe", "Probe", "run_case", "pair", "merge", "ladder", "cpp_kernel", "list_items", "GateResult", "AttestError",
            "Unsupported", "format_ladder", "device_case", "device_ladder", "DeviceResult"]
 
 _BOUND: dict[str, B.Bound] = {}
@@ -315,15 +317,33 @@ def run_case(fn: Callable, descriptor: str, *, reruns: int = 5, tolerances: Opti
     return rc, reply["results"], reply["dump"]
 
 
-def _quick(fn, recipe, contract="accuracy", **declared) -> B.Bound:
+def _spec_of(fn, recipe, contract: str, declared: dict) -> B.Spec:
+    """A Spec from gate()-style keywords, popped from `declared`: the ones it does not know stay."""
     more = _more(declared)
-    return _bind(_spec(fn, recipe, contract, declared.pop("name", None), declared.pop("device", None),
-                       declared.pop("dtype", None), declared.pop("layout", "bhsd"), declared.pop("causal", "top_left"),
-                       declared.pop("masks", None), declared.pop("head_dims", ()), declared.pop("gqa", True),
-                       declared.pop("cross", True), declared.pop("head_dim_v", True), declared.pop("lse", None),
-                       declared.pop("deterministic", True), declared.pop("mutates_inputs", False),
-                       declared.pop("configs", None), declared.pop("supports", None), declared.pop("kwargs", None),
-                       **more))
+    return _spec(fn, recipe, contract, declared.pop("name", None), declared.pop("device", None),
+                 declared.pop("dtype", None), declared.pop("layout", "bhsd"), declared.pop("causal", "top_left"),
+                 declared.pop("masks", None), declared.pop("head_dims", ()), declared.pop("gqa", True),
+                 declared.pop("cross", True), declared.pop("head_dim_v", True), declared.pop("lse", None),
+                 declared.pop("deterministic", True), declared.pop("mutates_inputs", False),
+                 declared.pop("configs", None), declared.pop("supports", None), declared.pop("kwargs", None), **more)
+
+
+def _quick(fn, recipe, contract="accuracy", **declared) -> B.Bound:
+    return _bind(_spec_of(fn, recipe, contract, declared))
+
+
+def probe(fn: Callable, *, recipe: str = "bf16", timeout: float = 120.0, **declared) -> Probe:
+    """Learns fn's limits by calling it (python/attest/_probe.py): refused shapes (GQA, D != Dv,
+    cross attention, causal with S != T, head dims 32..128), flushed subnormal outputs, a NaN that
+    leaks through a causal mask, unaligned rows that fail. Returns a Probe: gate() keywords (the
+    given declarations plus the learned ones; `attest.gate(fn, recipe=..., **p)`, or
+    `pair(a, b, declared_a=dict(p))`) and p.evidence, what the probe saw for each. The calls run
+    in a throw-away process, as the gate's workers do."""
+    given = dict(declared)
+    spec = _spec_of(fn, recipe, "accuracy", declared)
+    if declared:
+        raise AttestError(f"probe: unknown declaration '{next(iter(declared))}'")
+    return _probe.run(spec, given, timeout)
 
 
 def pair(fn_a: Callable, fn_b: Callable, *, contract: str = "bitwise", recipe: str = "bf16", profile: str = "cpu",
