@@ -111,23 +111,18 @@ Cmp compare_refs(const TensorRef& a, const TensorRef* b) {
     for (i64 i1 = 0; i1 < a.shape[1]; ++i1)
       for (i64 i2 = 0; i2 < a.shape[2]; ++i2)
         for (i64 i3 = 0; i3 < a.shape[3]; ++i3, ++e) {
-          const i64 oa = a.offset(i0, i1, i2, i3);
-          const auto x = static_cast<float>(elem::load(a, oa));
-          if (!std::isfinite(x)) {
+          // The device kernel's per-element code (elem::pair_diff), so both sides give one figure.
+          const std::uint64_t ba = elem::bits(a, a.offset(i0, i1, i2, i3));
+          const elem::PairDiff d = b != nullptr ? elem::pair_diff(a.dtype, ba, b->dtype, elem::bits(*b, b->offset(i0, i1, i2, i3)))
+                                                : elem::pair_diff(a.dtype, ba, a.dtype, ba);
+          if (d.nonfinite_a) {
             ++c.nonfinite_a;
             if (b == nullptr && c.first < 0) c.first = e;
           }
-          if (b == nullptr) continue;
-          const i64 ob = b->offset(i0, i1, i2, i3);
-          const auto y = static_cast<float>(elem::load(*b, ob));
-          const bool same = a.dtype == b->dtype ? elem::bits(a, oa) == elem::bits(*b, ob)
-                                                : elem::bits_as<std::uint32_t>(x) == elem::bits_as<std::uint32_t>(y);
-          if (!same) {
-            ++c.bit_diff;
-            if (c.first < 0) c.first = e;
-            const double d = std::fabs(static_cast<double>(x) - y);
-            if (std::isfinite(d)) c.max_abs = std::max(c.max_abs, d);
-          }
+          if (b == nullptr || !d.differs) continue;
+          ++c.bit_diff;
+          if (c.first < 0) c.first = e;
+          if (std::isfinite(d.abs_diff)) c.max_abs = std::max(c.max_abs, static_cast<double>(d.abs_diff));
         }
   c.count = e;
   return c;

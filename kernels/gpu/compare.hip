@@ -22,58 +22,148 @@ struct Acc {
   u64 bit_diff, nonfinite_a, first, max_abs_bits;
 };
 
-// One block row per (i0, i1, i2), threads along i3: the logical index is split once per row
-// (64-bit division per element cost more than the comparison itself).
-__global__ void compare_kernel(TensorRef a, TensorRef b, i64 rows, Acc* acc) {
-  const i64 n3 = a.shape[3];
-  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
-    const i64 i2 = r % a.shape[2], i1 = (r / a.shape[2]) % a.shape[1], i0 = r / (a.shape[2] * a.shape[1]);
-    const i64 ra = a.offset(i0, i1, i2, 0), rb = b.data != nullptr ? b.offset(i0, i1, i2, 0) : 0;
-    for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x) {
-      const i64 e = r * n3 + i3;
-      const i64 oa = ra + i3 * a.stride[3];
-      const float x = static_cast<float>(elem::load(a, oa));
-      const bool fin = x - x == 0.0f;
-      if (!fin) atomicAdd(&acc->nonfinite_a, 1ull);
-      if (b.data == nullptr) {
-        if (!fin) atomicMin(&acc->first, static_cast<u64>(e));
-        continue;
-      }
-      const i64 ob = rb + i3 * b.stride[3];
-      const float y = static_cast<float>(elem::load(b, ob));
-      const bool same = a.dtype == b.dtype ? elem::bits(a, oa) == elem::bits(b, ob) : __float_as_uint(x) == __float_as_uint(y);
-      if (!same) {
-        atomicAdd(&acc->bit_diff, 1ull);
-        atomicMin(&acc->first, static_cast<u64>(e));
-        const float d = __uint_as_float(__float_as_uint(x - y) & 0x7FFFFFFFu);  // |x - y| by its bits (no ocml call)
-        // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
-        if (d - d == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d)));
-      }
-    }
+// Rows (i0, i1, i2) of a tensor, visited in order from a start row: the logical index is split
+// once per block and then carried like an odometer. (One 64-bit division per row cost more than
+// the comparison of its 128 elements: compare and checksum ran at ~7% of memory bandwidth.)
+struct RowCursor {
+  i64 i0, i1, i2;
+  __device__ RowCursor(const TensorRef& t, i64 r)
+      : i0(r / (t.shape[2] * t.shape[1])), i1((r / t.shape[2]) % t.shape[1]), i2(r % t.shape[2]) {}
+  __device__ void next(const TensorRef& t) {
+    if (++i2 < t.shape[2]) return;
+    i2 = 0;
+    if (++i1 < t.shape[1]) return;
+    i1 = 0;
+    ++i0;
+  }
+};
+
+// The rows [r0, r1) of this block: contiguous chunks, one per block.
+__device__ inline void block_rows(i64 rows, i64& r0, i64& r1) {
+  const i64 per = (rows + gridDim.x - 1) / gridDim.x;
+  r0 = static_cast<i64>(blockIdx.x) * per;
+  r1 = r0 + per < rows ? r0 + per : rows;
+}
+
+// One element of a comparison of a with b (b absent: the NaN/Inf scan of a alone), counted into
+// the slot by atomics (elem::pair_diff is the host's code too).
+__device__ inline void compare_one(Acc* acc, DType ta, u64 ba, DType tb, u64 bb, bool has_b, i64 e) {
+  const elem::PairDiff d = elem::pair_diff(ta, ba, has_b ? tb : ta, has_b ? bb : ba);
+  if (d.nonfinite_a) atomicAdd(&acc->nonfinite_a, 1ull);
+  if (!has_b) {
+    if (d.nonfinite_a) atomicMin(&acc->first, static_cast<u64>(e));
+    return;
+  }
+  if (d.differs) {
+    atomicAdd(&acc->bit_diff, 1ull);
+    atomicMin(&acc->first, static_cast<u64>(e));
+    // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
+    if (d.abs_diff - d.abs_diff == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d.abs_diff)));
   }
 }
 
-__global__ void checksum_kernel(TensorRef a, i64 rows, u64* sum) {
+// Element j of a 16-byte word holding elements of `es` bytes, zero-extended (j a constant after
+// unrolling: no local-memory indexing).
+__device__ inline u64 word_bits(const uint4& w, int es, int j) {
+  const unsigned u[4] = {w.x, w.y, w.z, w.w};
+  if (es == 8) return static_cast<u64>(u[(2 * j) & 3]) | (static_cast<u64>(u[(2 * j + 1) & 3]) << 32);
+  if (es == 4) return u[j & 3];
+  return (u[(j >> 1) & 3] >> (16 * (j & 1))) & 0xFFFFu;
+}
+
+// Word walk (the vectorised kernels): the block's rows as 16-byte words, 32-bit index arithmetic
+// (the host checks rows < 2^31 and 16-byte alignment of every row). Calls f(r, word column c, the
+// word's element offset of the row) for each word; f loads what it needs.
+template <class F>
+__device__ inline void for_words(const TensorRef& a, i64 rows, int epw, F&& f) {
+  i64 r0, r1;
+  block_rows(rows, r0, r1);
+  if (r0 >= r1) return;
+  const unsigned gpr = static_cast<unsigned>(a.shape[3] / epw), s2 = static_cast<unsigned>(a.shape[2]),
+                 s1 = static_cast<unsigned>(a.shape[1]);
+  const unsigned total = static_cast<unsigned>(r1 - r0) * gpr;
+  for (unsigned g = threadIdx.x; g < total; g += blockDim.x) {
+    const unsigned ur = static_cast<unsigned>(r0) + g / gpr, c = g % gpr;
+    const unsigned i2 = ur % s2, t = ur / s2, i1 = t % s1, i0 = t / s1;
+    f(static_cast<i64>(ur), c, i0, i1, i2);
+  }
+}
+
+__device__ inline uint4 load_word(const TensorRef& t, unsigned i0, unsigned i1, unsigned i2, i64 i3, int es) {
+  return *reinterpret_cast<const uint4*>(static_cast<const char*>(t.data) + t.offset(i0, i1, i2, i3) * es);
+}
+
+// Threads along i3, rows of the block's chunk in order.
+__global__ void compare_kernel(TensorRef a, TensorRef b, i64 rows, Acc* acc) {
+  const i64 n3 = a.shape[3];
+  i64 r0, r1;
+  block_rows(rows, r0, r1);
+  if (r0 >= r1) return;
+  const bool has_b = b.data != nullptr;
+  RowCursor c(a, r0);
+  for (i64 r = r0; r < r1; ++r, c.next(a)) {
+    const i64 ra = a.offset(c.i0, c.i1, c.i2, 0), rb = has_b ? b.offset(c.i0, c.i1, c.i2, 0) : 0;
+    for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x)
+      compare_one(acc, a.dtype, elem::bits(a, ra + i3 * a.stride[3]), b.dtype, has_b ? elem::bits(b, rb + i3 * b.stride[3]) : 0,
+                  has_b, r * n3 + i3);
+  }
+}
+
+// The same comparison, 16 bytes per load (a and b of one type, rows contiguous and aligned).
+__global__ void compare_vec_kernel(TensorRef a, TensorRef b, i64 rows, Acc* acc) {
+  const int es = elem::bytes(a.dtype), epw = 16 / es;
+  const bool has_b = b.data != nullptr;
+  for_words(a, rows, epw, [&](i64 r, unsigned c, unsigned i0, unsigned i1, unsigned i2) {
+    const uint4 wa = load_word(a, i0, i1, i2, static_cast<i64>(c) * epw, es);
+    const uint4 wb = has_b ? load_word(b, i0, i1, i2, static_cast<i64>(c) * epw, es) : uint4{0, 0, 0, 0};
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < epw)
+        compare_one(acc, a.dtype, word_bits(wa, es, j), b.dtype, word_bits(wb, es, j), has_b, r * a.shape[3] + c * epw + j);
+  });
+}
+
+// Sum of the block's partial sums: one atomic per block, not per thread (millions of same-address
+// atomics serialise in L2: with one per thread the guarded calls cost ~20 ms of harness each on an
+// H100 at b1h24s8192d128, docs/results/complete-gpu).
+__device__ inline void add_block_sum(u64 local, u64* sum) {
   // blockDim.x is a power of two <= 256 (threads_for).
   __shared__ u64 part[256];
-  const i64 n3 = a.shape[3];
-  u64 local = 0;
-  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
-    const i64 i2 = r % a.shape[2], i1 = (r / a.shape[2]) % a.shape[1], i0 = r / (a.shape[2] * a.shape[1]);
-    const i64 ra = a.offset(i0, i1, i2, 0);
-    for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x)
-      local += elem::checksum_term(elem::bits(a, ra + i3 * a.stride[3]), static_cast<std::uint64_t>(r * n3 + i3));
-  }
-  // One atomic per block, not per thread: millions of same-address atomics serialise in L2
-  // (with one per thread the guarded calls cost ~20 ms of harness each on an H100 at
-  // b1h24s8192d128, docs/results/complete-gpu; the atomics are the suspect, not profiled).
   part[threadIdx.x] = local;
   __syncthreads();
   for (unsigned w = blockDim.x / 2; w > 0; w /= 2) {
     if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
     __syncthreads();
   }
-  if (threadIdx.x == 0) atomicAdd(sum, part[0]);  // modulo 2^64: order-free
+  if (threadIdx.x == 0 && part[0] != 0) atomicAdd(sum, part[0]);  // modulo 2^64: order-free
+}
+
+__global__ void checksum_kernel(TensorRef a, i64 rows, u64* sum) {
+  const i64 n3 = a.shape[3];
+  u64 local = 0;
+  i64 r0, r1;
+  block_rows(rows, r0, r1);
+  if (r0 < r1) {
+    RowCursor c(a, r0);
+    for (i64 r = r0; r < r1; ++r, c.next(a)) {
+      const i64 ra = a.offset(c.i0, c.i1, c.i2, 0);
+      for (i64 i3 = threadIdx.x; i3 < n3; i3 += blockDim.x)
+        local += elem::checksum_term(elem::bits(a, ra + i3 * a.stride[3]), static_cast<std::uint64_t>(r * n3 + i3));
+    }
+  }
+  add_block_sum(local, sum);
+}
+
+__global__ void checksum_vec_kernel(TensorRef a, i64 rows, u64* sum) {
+  const int es = elem::bytes(a.dtype), epw = 16 / es;
+  u64 local = 0;
+  for_words(a, rows, epw, [&](i64 r, unsigned c, unsigned i0, unsigned i1, unsigned i2) {
+    const uint4 w = load_word(a, i0, i1, i2, static_cast<i64>(c) * epw, es);
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+      if (j < epw) local += elem::checksum_term(word_bits(w, es, j), static_cast<std::uint64_t>(r * a.shape[3] + c * epw + j));
+  });
+  add_block_sum(local, sum);
 }
 
 __global__ void gather_kernel(TensorRef s, i64 lo0, i64 lo1, i64 lo2, i64 lo3, i64 n1, i64 n2, i64 n3, i64 n, float* out) {
@@ -129,6 +219,35 @@ void expect_type(const TensorRef& t, const char* what, bool f64_ok) {
 
 int threads_for(i64 n3) { return n3 >= 256 ? 256 : n3 > 64 ? 128 : 64; }
 
+// Whether the word kernels may read t: rows of whole, 16-byte aligned words and 32-bit row indices.
+bool words_ok(const TensorRef& t, i64 rows) {
+  const int es = elem::bytes(t.dtype);
+  if (t.stride[3] != 1 || (t.shape[3] * es) % 16 != 0 || reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
+  for (int i = 0; i < 3; ++i)
+    if (t.shape[i] > 1 && (t.stride[i] * es) % 16 != 0) return false;
+  return rows < (i64{1} << 31);
+}
+
+// Blocks for a row-chunked kernel: enough to fill any current GPU (a few per SM), few enough
+// that each block's chunk amortises its one index split.
+int row_grid(i64 rows) { return static_cast<int>(rows < 2048 ? (rows > 0 ? rows : 1) : 2048); }
+
+constexpr int kWordThreads = 256;
+
+void launch_compare(const TensorRef& a, const TensorRef& b, i64 rows, Acc* acc, hipStream_t st) {
+  if (words_ok(a, rows) && (b.data == nullptr || (b.dtype == a.dtype && words_ok(b, rows))))
+    compare_vec_kernel<<<row_grid(rows), kWordThreads, 0, st>>>(a, b, rows, acc);
+  else
+    compare_kernel<<<row_grid(rows), threads_for(a.shape[3]), 0, st>>>(a, b, rows, acc);
+  ATTEST_GPU_CHECK_LAUNCH();
+}
+
+void launch_checksum(const TensorRef& t, i64 rows, u64* sum, hipStream_t st) {
+  if (words_ok(t, rows)) checksum_vec_kernel<<<row_grid(rows), kWordThreads, 0, st>>>(t, rows, sum);
+  else checksum_kernel<<<row_grid(rows), threads_for(t.shape[3]), 0, st>>>(t, rows, sum);
+  ATTEST_GPU_CHECK_LAUNCH();
+}
+
 }  // namespace
 
 CmpFigures compare_device(const TensorRef& a, const TensorRef& b) {
@@ -149,8 +268,7 @@ CmpFigures compare_device(const TensorRef& a, const TensorRef& b) {
   const Acc init{0, 0, ~0ull, 0};
   acc.upload(&init, sizeof(init));
   const i64 rows = a.shape[0] * a.shape[1] * a.shape[2];
-  compare_kernel<<<static_cast<int>(rows < 1048576 ? rows : 1048576), threads_for(a.shape[3])>>>(a, b, rows, acc.as<Acc>());
-  ATTEST_GPU_CHECK_LAUNCH();
+  launch_compare(a, b, rows, acc.as<Acc>(), nullptr);
   Acc r{};
   acc.download(&r, sizeof(r));  // synchronous: also surfaces an asynchronous fault here
   f.bit_diff = static_cast<i64>(r.bit_diff);
@@ -167,8 +285,7 @@ std::uint64_t checksum_device(const TensorRef& t) {
   DeviceBuffer& acc = scratch(sizeof(u64));
   const u64 zero = 0;
   acc.upload(&zero, sizeof(zero));
-  checksum_kernel<<<static_cast<int>(rows < 8192 ? rows : 8192), threads_for(t.shape[3])>>>(t, rows, acc.as<u64>());
-  ATTEST_GPU_CHECK_LAUNCH();
+  launch_checksum(t, rows, acc.as<u64>(), nullptr);
   u64 s = 0;
   acc.download(&s, sizeof(s));
   return s;
@@ -229,9 +346,7 @@ int Deferred::compare(const TensorRef& a, const TensorRef& b) {
   const int slot = impl_->take(a.numel());
   const i64 rows = a.shape[0] * a.shape[1] * a.shape[2];
   if (rows > 0 && a.shape[3] > 0) {
-    compare_kernel<<<static_cast<int>(rows < 1048576 ? rows : 1048576), threads_for(a.shape[3]), 0, impl_->stream>>>(
-        a, b, rows, impl_->slots.as<Acc>() + slot);
-    ATTEST_GPU_CHECK_LAUNCH();
+    launch_compare(a, b, rows, impl_->slots.as<Acc>() + slot, impl_->stream);
   }
   return slot;
 }
@@ -242,9 +357,7 @@ int Deferred::checksum(const TensorRef& t) {
   const i64 rows = t.shape[0] * t.shape[1] * t.shape[2];
   // The slot's first word starts at 0 (bit_diff): the sum accumulates there.
   if (rows > 0 && t.shape[3] > 0) {
-    checksum_kernel<<<static_cast<int>(rows < 8192 ? rows : 8192), threads_for(t.shape[3]), 0, impl_->stream>>>(
-        t, rows, reinterpret_cast<u64*>(impl_->slots.as<Acc>() + slot));
-    ATTEST_GPU_CHECK_LAUNCH();
+    launch_checksum(t, rows, reinterpret_cast<u64*>(impl_->slots.as<Acc>() + slot), impl_->stream);
   }
   return slot;
 }

@@ -45,6 +45,11 @@ def backends():
     return make(SDPBackend.FLASH_ATTENTION), make(SDPBackend.CUDNN_ATTENTION)
 
 
+def card():
+    import torch
+    return torch.cuda.get_device_name()
+
+
 def row_of(r, check):
     return next((x for x in r.rows if x["check"] == check), None)
 
@@ -76,6 +81,7 @@ def job_wan(res, budget):
     b["peak_mem_with_scratch_over_io"] = (b["peak_mem_bytes"] + scratch) / b["io_bytes"] if b.get("io_bytes") else None
     b["seconds"] = time.time() - t
     b["markdown"] = r.markdown()
+    b["card"] = card()
     return b
 
 
@@ -99,7 +105,7 @@ def job_harness(res, budget):
         kernels = sorted((k for k in kernels if k["device_ms"] > 0), key=lambda k: -k["device_ms"])[:15]
     except Exception as ex:  # noqa: BLE001 -- the measurement above stands without the breakdown
         kernels = repr(ex)[:300]
-    return {"device_kernels": kernels, "calls": st["calls"], "wall_s": st["wall_s"], "kernel_s": st["kernel_s"], "generate_s": st.get("generate_s"),
+    return {"card": card(), "device_kernels": kernels, "calls": st["calls"], "wall_s": st["wall_s"], "kernel_s": st["kernel_s"], "generate_s": st.get("generate_s"),
             "compare_s": st.get("compare_s"), "log_close_s": st.get("log_close_s"), "harness_s": harness, "harness_over_kernel": harness / st["kernel_s"],
             "kernel_ms_per_call": 1e3 * st["kernel_s"] / st["calls"], "verdicts": brief(r)["verdicts"]}
 
@@ -181,7 +187,7 @@ def job_seeds(res, budget, n_target=50, seed0=1, shapes=None, macs=2.0 ** 32):
             r = attest.device_case(fn, f"recipe={recipe} problem={shape} dist=normal seed={seed}", checks=("accuracy",),
                                    dtype=dt, name=fn.__name__, sample_macs=macs)
             b = brief(r)
-            runs.append({"kernel": fn.__name__, "dtype": dt, "problem": shape, "seed": seed, "verdicts": b["verdicts"],
+            runs.append({"kernel": fn.__name__, "dtype": dt, "problem": shape, "seed": seed, "card": card(), "verdicts": b["verdicts"],
                          "reasons": b["reasons"], "worst_ratio_to_bound": ((b.get("blocks") or {}).get("worst") or {}).get("ratio_to_bound"),
                          "emulated_blocks": b.get("emulated_blocks"), "sample_macs": macs,
                          "worst_max_rel_ratio": ((b.get("blocks") or {}).get("worst_max_rel") or {}).get("ratio_to_sampled_bound"),
@@ -214,17 +220,21 @@ def summarize(res: Path) -> dict:
     for p in sorted(res.glob("seeds*.json")):
         seeds += _load(p) or []
     goals = []
+    card_txt = (res / "device.txt").read_text().splitlines() if (res / "device.txt").exists() else []
+    name = next((m.group(1) for m in (re.search(r"(NVIDIA H[0-9]{3}[^|]*?)\s{2,}", ln) for ln in card_txt) if m), None)
 
-    def goal(name, target, measured, unit, met, **more):
-        goals.append({"name": name, "goal": target, "measured": measured, "unit": unit, "met": bool(met), **more})
+    def goal(name_, target, measured, unit, met, card=None, **more):
+        # The card of the run that measured it: the job's own record, else the folder's device.txt.
+        goals.append({"name": name_, "goal": target, "measured": measured, "unit": unit, "met": bool(met),
+                      "card": card or name, **more})
 
     w = wan.get("wall_s")
     goal("wan_complete_s", "<= 30", w, f"s ({WAN} bf16, torch flash: accuracy complete + determinism + call_path + input guard)",
          w is not None and w <= 30 and all(v == "passed" for v in (wan.get("verdicts") or {"x": "no"}).values()),
-         verdicts=wan.get("verdicts"), timing_s=wan.get("timing_s"))
+         card=wan.get("card"), verdicts=wan.get("verdicts"), timing_s=wan.get("timing_s"))
     cov = (wan.get("coverage") or {}).get("fraction")
     goal("coverage_rows_fraction", 1.0, cov, "rows compared with FP64 / all rows (Wan call)", cov == 1.0,
-         rows=wan.get("coverage"))
+         card=wan.get("card"), rows=wan.get("coverage"))
     m = ref.get("tflops")
     ratio = m / tfp["tflops"] if m and tfp.get("tflops") else None
     # Rounds of the same run: this build (f64, f32 inputs) beside the previous build (f64).
@@ -235,19 +245,19 @@ def summarize(res: Path) -> dict:
          rounds_f64=rounds[""], rounds_f32_inputs=rounds["f32_"], rounds_previous_build=rounds["prev_"])
     h = har.get("harness_over_kernel")
     goal("harness_over_kernel_s8192", "<= 0.2", h, "harness s / kernel s (b1h24s8192d128, determinism, 20 reruns)",
-         h is not None and h <= 0.2, kernel_ms_per_call=har.get("kernel_ms_per_call"))
+         h is not None and h <= 0.2, card=har.get("card"), kernel_ms_per_call=har.get("kernel_ms_per_call"),
+         device_kernels=har.get("device_kernels"))
     pm = wan.get("peak_mem_with_scratch_over_io")
     goal("peak_mem_over_io", "<= 4", pm, "peak device memory (torch's + attest's scratch) / the call's inputs and output",
-         pm is not None and pm <= 4, torch_only=wan.get("peak_mem_over_io"))
+         pm is not None and pm <= 4, card=wan.get("card"), torch_only=wan.get("peak_mem_over_io"))
     fa = [s for s in seeds if s.get("error") or any(v not in ("passed",) for v in s.get("verdicts", {}).values())]
-    card = (res / "device.txt").read_text().splitlines() if (res / "device.txt").exists() else []
-    name = next((m.group(1) for m in (re.search(r"(NVIDIA H[0-9]{3}[^|]*?)\s{2,}", ln) for ln in card) if m), None)
     torch_v = (res / "torch_version.txt").read_text().strip() if (res / "torch_version.txt").exists() else None
     summary = {"card": name, "torch": torch_v, "goals": goals,
                "planted": [{k: p.get(k) for k in ("name", "expected_check", "failed_by", "plant_in_emulated_blocks",
                                                   "reason", "seconds", "error", "skipped")} for p in planted],
                "false_alarms": len(fa), "false_alarm_runs": fa, "seeds_run": len(seeds),
-               "seed_runs": [{k: s.get(k) for k in ("kernel", "dtype", "problem", "seed", "worst_ratio_to_bound", "seconds")}
+               "seed_runs": [{k: s.get(k) for k in ("kernel", "dtype", "problem", "seed", "card", "worst_ratio_to_bound",
+                                                    "worst_max_rel_ratio", "seconds")}
                              for s in seeds]}
     (res / "summary.json").write_text(json.dumps(summary, indent=1))
     print(json.dumps({"goals": [(g["name"], g["measured"], g["met"]) for g in goals],

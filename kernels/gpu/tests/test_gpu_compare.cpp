@@ -3,6 +3,7 @@
 // core/tensor_ref.hpp, compiled for both), and against planted differences (bit counts).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -110,39 +111,63 @@ TEST(DeviceCompare, BlockErrorsMatchALongDoubleOracle) {
   EXPECT_EQ(got[static_cast<std::size_t>((1 * s.H + 2) * nblk + 1)].nonfinite_test, 1);
 }
 
+// The tensor at element offset `shift` of a device buffer: shift 0 is 16-byte aligned (the
+// kernels read 16-byte words), shift 1 is not (they read element by element). Both must agree.
+struct Placed {
+  DeviceBuffer buf;
+  TensorRef view;
+  Placed(const Strided& s, int shift) : buf((s.bits.size() + 8) * 2) {
+    std::vector<std::uint16_t> host(s.bits.size() + 8, 0);
+    std::copy(s.bits.begin(), s.bits.end(), host.begin() + shift);
+    buf.upload(host.data(), host.size() * 2);
+    view = s.view(static_cast<const std::uint16_t*>(buf.data()) + shift);
+  }
+};
+
 TEST(DeviceCompare, ChecksumEqualsTheHostSumAndSeesOneFlippedBit) {
   ATTEST_REQUIRE_GPU();
-  Strided s = make(3);
-  DeviceBuffer t(s.bits.size() * 2);
-  t.upload(s.bits.data(), s.bits.size() * 2);
-  const TensorRef dv = s.view(t.data());
-  TensorRef hv = s.view(s.bits.data());
-  hv.device = false;
-  std::uint64_t host = 0;
-  i64 e = 0;
-  for (i64 b = 0; b < s.B; ++b)
-    for (i64 i = 0; i < s.S; ++i)
-      for (i64 h = 0; h < s.H; ++h)
-        for (i64 d = 0; d < s.D; ++d, ++e)
-          host += elem::checksum_term(elem::bits(hv, hv.offset(b, i, h, d)), static_cast<std::uint64_t>(e));
-  EXPECT_EQ(checksum_device(dv), host);
-  s.bits[static_cast<std::size_t>(s.off(0, 99, 1, 63))] ^= 1u;  // one mantissa bit
-  t.upload(s.bits.data(), s.bits.size() * 2);
-  EXPECT_NE(checksum_device(dv), host);
+  for (const int shift : {0, 1}) {
+    SCOPED_TRACE(shift == 0 ? "16-byte words" : "element by element");
+    Strided s = make(3);
+    TensorRef hv = s.view(s.bits.data());
+    hv.device = false;
+    std::uint64_t host = 0;
+    i64 e = 0;
+    for (i64 b = 0; b < s.B; ++b)
+      for (i64 i = 0; i < s.S; ++i)
+        for (i64 h = 0; h < s.H; ++h)
+          for (i64 d = 0; d < s.D; ++d, ++e)
+            host += elem::checksum_term(elem::bits(hv, hv.offset(b, i, h, d)), static_cast<std::uint64_t>(e));
+    EXPECT_EQ(checksum_device(Placed(s, shift).view), host);
+    s.bits[static_cast<std::size_t>(s.off(0, 99, 1, 63))] ^= 1u;  // one mantissa bit
+    const Placed flipped(s, shift);
+    EXPECT_NE(checksum_device(flipped.view), host);
+    // The call log's checksum (queued on a stream, read back later) is the same sum.
+    Deferred log(2, nullptr);
+    const int slot = log.checksum(flipped.view);
+    log.collect();
+    EXPECT_EQ(log.sum(slot), checksum_device(flipped.view));
+  }
 }
 
 TEST(DeviceCompare, CompareCountsPlantedBitDifferences) {
   ATTEST_REQUIRE_GPU();
-  Strided s = make(5);
-  DeviceBuffer a(s.bits.size() * 2), b(s.bits.size() * 2);
-  a.upload(s.bits.data(), s.bits.size() * 2);
-  s.bits[static_cast<std::size_t>(s.off(1, 3, 0, 9))] ^= 1u;
-  s.bits[static_cast<std::size_t>(s.off(0, 50, 2, 0))] ^= 1u;
-  b.upload(s.bits.data(), s.bits.size() * 2);
-  const auto f = compare_device(s.view(a.data()), s.view(b.data()));
-  EXPECT_EQ(f.count, s.B * s.S * s.H * s.D);
-  EXPECT_EQ(f.bit_diff, 2);
-  EXPECT_EQ(f.first, ((0 * s.S + 50) * s.H + 2) * s.D + 0);  // logical (row-major bshd) index
+  for (const int shift : {0, 1}) {
+    SCOPED_TRACE(shift == 0 ? "16-byte words" : "element by element");
+    Strided s = make(5);
+    const Placed a(s, shift);
+    s.bits[static_cast<std::size_t>(s.off(1, 3, 0, 9))] ^= 1u;
+    s.bits[static_cast<std::size_t>(s.off(0, 50, 2, 0))] ^= 1u;
+    s.bits[static_cast<std::size_t>(s.off(1, 7, 1, 2))] = 0x7F80;  // +inf in b only
+    const Placed b(s, shift);
+    const auto f = compare_device(a.view, b.view);
+    EXPECT_EQ(f.count, s.B * s.S * s.H * s.D);
+    EXPECT_EQ(f.bit_diff, 3);
+    EXPECT_EQ(f.first, ((0 * s.S + 50) * s.H + 2) * s.D + 0);  // logical (row-major bshd) index
+    const auto g = compare_device(b.view, TensorRef{});  // the NaN/Inf scan alone
+    EXPECT_EQ(g.nonfinite_a, 1);
+    EXPECT_EQ(g.first, ((1 * s.S + 7) * s.H + 1) * s.D + 2);
+  }
 }
 
 }  // namespace

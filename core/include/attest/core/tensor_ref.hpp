@@ -45,14 +45,16 @@ ATTEST_HD inline float f16_to_float(std::uint16_t h) {
   return sign != 0 ? -x : x;
 }
 
-/// Element `off` (in elements) of `t` as double (every supported type widens exactly).
-ATTEST_HD inline double load(const TensorRef& t, std::int64_t off) {
-  switch (t.dtype) {
-    case DType::f64: return static_cast<const double*>(t.data)[off];
-    case DType::f32: return static_cast<const float*>(t.data)[off];
-    case DType::bf16:
-      return bits_as<float>(static_cast<std::uint32_t>(static_cast<const std::uint16_t*>(t.data)[off]) << 16);
-    case DType::f16: return f16_to_float(static_cast<const std::uint16_t*>(t.data)[off]);
+/// Storage bytes of one element of a supported type (f64, f32, bf16, f16).
+ATTEST_HD inline int bytes(DType t) { return t == DType::f64 ? 8 : t == DType::f32 ? 4 : 2; }
+
+/// The value of an element from its storage bits, as double (every supported type widens exactly).
+ATTEST_HD inline double from_bits(DType t, std::uint64_t b) {
+  switch (t) {
+    case DType::f64: return bits_as<double>(b);
+    case DType::f32: return bits_as<float>(static_cast<std::uint32_t>(b));
+    case DType::bf16: return bits_as<float>(static_cast<std::uint32_t>(b) << 16);
+    case DType::f16: return f16_to_float(static_cast<std::uint16_t>(b));
     default: return 0.0;  // other types are refused by the engine (ref_of, checksum) and the device entry points
   }
 }
@@ -64,6 +66,25 @@ ATTEST_HD inline std::uint64_t bits(const TensorRef& t, std::int64_t off) {
     case DType::f32: return static_cast<const std::uint32_t*>(t.data)[off];
     default: return static_cast<const std::uint16_t*>(t.data)[off];
   }
+}
+
+/// Element `off` (in elements) of `t` as double.
+ATTEST_HD inline double load(const TensorRef& t, std::int64_t off) { return from_bits(t.dtype, bits(t, off)); }
+
+/// One element pair of a bitwise comparison (a against b): whether a's value is NaN/Inf, whether
+/// the pair differs (same types by their storage bits, different types by their float values)
+/// and |a - b| in float, taken by its bits (NaN/Inf when either value is).
+struct PairDiff {
+  bool nonfinite_a, differs;
+  float abs_diff;
+};
+ATTEST_HD inline PairDiff pair_diff(DType ta, std::uint64_t ba, DType tb, std::uint64_t bb) {
+  const auto x = static_cast<float>(from_bits(ta, ba)), y = static_cast<float>(from_bits(tb, bb));
+  PairDiff d;
+  d.nonfinite_a = !(x - x == 0.0f);
+  d.differs = ta == tb ? ba != bb : bits_as<std::uint32_t>(x) != bits_as<std::uint32_t>(y);
+  d.abs_diff = bits_as<float>(bits_as<std::uint32_t>(x - y) & 0x7FFFFFFFu);
+  return d;
 }
 
 /// One element's share of a checksum: its bits mixed with its logical index (splitmix64's
