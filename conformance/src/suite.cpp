@@ -223,11 +223,14 @@ Expansion expand(const CaseFile& file, const Profile& profile, const Selection& 
     for (const auto& kp : reg.all()) {
       const std::string name = kp->name();
       if (!glob(t.kernel, name)) continue;
+      // Outside the selection before capabilities() is asked: a GPU kernel's capabilities query
+      // the device, and a process that initialised the CUDA driver cannot fork a worker that uses
+      // CUDA (the Python gate on py.* forks its workers, python/attest/_worker.py).
+      if (!sel.kernel.empty() && !glob(sel.kernel, name)) continue;
       if (kp->capabilities().planted_bug) {
         if (!want_mutants || !glob(sel.kernel, name)) continue;
       } else {
         if (!any_glob(profile.kernels, name)) continue;
-        if (!sel.kernel.empty() && !glob(sel.kernel, name)) continue;
       }
       std::vector<std::string> labels;
       const auto implemented = kp->recipes();

@@ -2,8 +2,11 @@
 // test_checks_fake.cpp: fake.good {bf16, f32}, fake.other {bf16}, mutant.fake {bf16}, ...).
 #include <gtest/gtest.h>
 
+#include <atomic>
+
 #include "attest/conformance/suite.hpp"
 #include "attest/core/status.hpp"
+#include "attest/kernels/kernel.hpp"
 
 namespace attest::conformance {
 namespace {
@@ -97,6 +100,39 @@ TEST(Expand, SelectionNarrowsAndMutantsNeedAnExplicitGlob) {
   EXPECT_EQ(m.cases[0].kernel, "mutant.fake");
   p.exclude_recipes = {"bf16"};
   EXPECT_EQ(expand(f, p, {}).cases.size(), 13u);
+}
+
+// Stands for a GPU kernel, whose capabilities() query the device (gpu::device_count): counts
+// the questions. Named outside fake.* so that no other test's selection reaches it.
+std::atomic<int> g_device_queries{0};
+class DeviceQueryKernel final : public kernels::Kernel {
+ public:
+  std::string name() const override { return "counting.device_query"; }
+  std::string backend() const override { return "cpu"; }
+  std::vector<std::string> recipes() const override { return {"bf16"}; }
+  kernels::Capabilities capabilities() const override {
+    ++g_device_queries;
+    return {};
+  }
+  void run(const kernels::Args&) override { throw Error("counting.device_query: not for running"); }
+};
+ATTEST_REGISTER_KERNELS([] {
+  std::vector<std::unique_ptr<kernels::Kernel>> v;
+  v.push_back(std::make_unique<DeviceQueryKernel>());
+  return v;
+});
+
+TEST(Expand, KernelsOutsideTheSelectionAreNeverAsked) {
+  // The Python gate selects its py.* kernel and forks workers after expanding: asking a GPU
+  // kernel's capabilities initialised the CUDA driver in the parent, and every forked worker's
+  // CUDA call then failed (issue 33). Selected kernels are asked; the others are not.
+  const auto f = CaseFile::parse(kCases, "inline");
+  const auto p = Profile::parse(kProfile, "inline");
+  const int before = g_device_queries.load();
+  EXPECT_EQ(expand(f, p, {"fake.good", "", ""}).cases.size(), 25u);
+  EXPECT_EQ(g_device_queries.load(), before);
+  (void)expand(f, p, {"counting.*", "", ""});
+  EXPECT_GT(g_device_queries.load(), before);
 }
 
 TEST(Expand, RepeatedTemplatesGiveEachCaseOnce) {
