@@ -289,8 +289,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
       } else {
         cp_async_wait<0>();
       }
-      // Each thread checks the V elements it copied itself (visible to it after the wait).
-      for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * LD + idx % D]);
+      // Each thread checks the V elements it copied itself (visible to it after the wait), on
+      // tiles with masked keys only (the only ones whose result is used below).
+      if (j0 + kMmaKeys > min_hi)
+        for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * LD + idx % D]);
     } else {
       cp_async_wait<0>();
       __syncthreads();  // the staging tile is complete; every warp is done with the last tile

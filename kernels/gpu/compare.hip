@@ -58,7 +58,7 @@ __device__ inline void compare_one(Acc* acc, DType ta, u64 ba, DType tb, u64 bb,
     atomicAdd(&acc->bit_diff, 1ull);
     atomicMin(&acc->first, static_cast<u64>(e));
     // Non-negative floats order as their bit patterns: atomicMax on the bits is a float max.
-    if (d.abs_diff - d.abs_diff == 0.0f) atomicMax(&acc->max_abs_bits, static_cast<u64>(__float_as_uint(d.abs_diff)));
+    if (d.abs_diff - d.abs_diff == 0.0) atomicMax(&acc->max_abs_bits, static_cast<u64>(elem::bits_as<std::uint64_t>(d.abs_diff)));
   }
 }
 
@@ -72,8 +72,8 @@ __device__ inline u64 word_bits(const uint4& w, int es, int j) {
 }
 
 // Word walk (the vectorised kernels): the block's rows as 16-byte words, 32-bit index arithmetic
-// (the host checks rows < 2^31 and 16-byte alignment of every row). Calls f(r, word column c, the
-// word's element offset of the row) for each word; f loads what it needs.
+// (words_ok checks rows < 2^31, a block's word count < 2^32 and the 16-byte alignment of every
+// row). Calls f(r, word column c, i0, i1, i2) for each word; f loads what it needs.
 template <class F>
 __device__ inline void for_words(const TensorRef& a, i64 rows, int epw, F&& f) {
   i64 r0, r1;
@@ -219,18 +219,21 @@ void expect_type(const TensorRef& t, const char* what, bool f64_ok) {
 
 int threads_for(i64 n3) { return n3 >= 256 ? 256 : n3 > 64 ? 128 : 64; }
 
+// Blocks for a row-chunked kernel: enough to fill any current GPU (a few per SM), few enough
+// that each block's chunk amortises its one index split.
+int row_grid(i64 rows) { return static_cast<int>(rows < 2048 ? (rows > 0 ? rows : 1) : 2048); }
+
 // Whether the word kernels may read t: rows of whole, 16-byte aligned words and 32-bit row indices.
 bool words_ok(const TensorRef& t, i64 rows) {
   const int es = elem::bytes(t.dtype);
   if (t.stride[3] != 1 || (t.shape[3] * es) % 16 != 0 || reinterpret_cast<std::uintptr_t>(t.data) % 16 != 0) return false;
   for (int i = 0; i < 3; ++i)
     if (t.shape[i] > 1 && (t.stride[i] * es) % 16 != 0) return false;
-  return rows < (i64{1} << 31);
+  // for_words counts a block's words in 32 bits: rows per block x words per row, with room for
+  // the last stride of the loop.
+  const i64 per = (rows + row_grid(rows) - 1) / row_grid(rows), words = per * (t.shape[3] * es / 16);
+  return rows < (i64{1} << 31) && words <= i64{0xFFFFFFFF} - 1024;
 }
-
-// Blocks for a row-chunked kernel: enough to fill any current GPU (a few per SM), few enough
-// that each block's chunk amortises its one index split.
-int row_grid(i64 rows) { return static_cast<int>(rows < 2048 ? (rows > 0 ? rows : 1) : 2048); }
 
 constexpr int kWordThreads = 256;
 
@@ -274,12 +277,13 @@ CmpFigures compare_device(const TensorRef& a, const TensorRef& b) {
   f.bit_diff = static_cast<i64>(r.bit_diff);
   f.nonfinite_a = static_cast<i64>(r.nonfinite_a);
   f.first = r.first == ~0ull ? -1 : static_cast<i64>(r.first);
-  f.max_abs = static_cast<double>(std::bit_cast<float>(static_cast<unsigned>(r.max_abs_bits)));
+  f.max_abs = std::bit_cast<double>(static_cast<std::uint64_t>(r.max_abs_bits));
   return f;
 }
 
 std::uint64_t checksum_device(const TensorRef& t) {
   if (t.data == nullptr) throw Error("checksum_device: tensor is NULL");
+  expect_type(t, "checksum_device", true);  // the kernels read 2, 4 or 8 bytes per element
   const i64 rows = t.shape[0] * t.shape[1] * t.shape[2];
   if (rows == 0 || t.shape[3] == 0) return 0;
   DeviceBuffer& acc = scratch(sizeof(u64));
@@ -353,6 +357,7 @@ int Deferred::compare(const TensorRef& a, const TensorRef& b) {
 
 int Deferred::checksum(const TensorRef& t) {
   if (t.data == nullptr) throw Error("checksum: tensor is NULL");
+  expect_type(t, "checksum", true);  // the kernels read 2, 4 or 8 bytes per element
   const int slot = impl_->take(t.numel());
   const i64 rows = t.shape[0] * t.shape[1] * t.shape[2];
   // The slot's first word starts at 0 (bit_diff): the sum accumulates there.
@@ -376,7 +381,7 @@ CmpFigures Deferred::figures(int slot) const {
   f.bit_diff = static_cast<i64>(r.bit_diff);
   f.nonfinite_a = static_cast<i64>(r.nonfinite_a);
   f.first = r.first == ~0ull ? -1 : static_cast<i64>(r.first);
-  f.max_abs = static_cast<double>(std::bit_cast<float>(static_cast<unsigned>(r.max_abs_bits)));
+  f.max_abs = std::bit_cast<double>(static_cast<std::uint64_t>(r.max_abs_bits));
   return f;
 }
 

@@ -73,17 +73,18 @@ ATTEST_HD inline double load(const TensorRef& t, std::int64_t off) { return from
 
 /// One element pair of a bitwise comparison (a against b): whether a's value is NaN/Inf, whether
 /// the pair differs (same types by their storage bits, different types by their float values)
-/// and |a - b| in float, taken by its bits (NaN/Inf when either value is).
+/// and |a - b| of the float values in double (exact for two floats short of a huge exponent gap,
+/// never overflowing), taken by its bits (NaN/Inf when either value is).
 struct PairDiff {
   bool nonfinite_a, differs;
-  float abs_diff;
+  double abs_diff;
 };
 ATTEST_HD inline PairDiff pair_diff(DType ta, std::uint64_t ba, DType tb, std::uint64_t bb) {
   const auto x = static_cast<float>(from_bits(ta, ba)), y = static_cast<float>(from_bits(tb, bb));
   PairDiff d;
   d.nonfinite_a = !(x - x == 0.0f);
   d.differs = ta == tb ? ba != bb : bits_as<std::uint32_t>(x) != bits_as<std::uint32_t>(y);
-  d.abs_diff = bits_as<float>(bits_as<std::uint32_t>(x - y) & 0x7FFFFFFFu);
+  d.abs_diff = bits_as<double>(bits_as<std::uint64_t>(static_cast<double>(x) - static_cast<double>(y)) & 0x7FFFFFFFFFFFFFFFull);
   return d;
 }
 
