@@ -6,8 +6,9 @@ Two gates in one process: the first forks its worker before the C++ gate runs, t
 after the first gate's C++ run, so a driver initialised by that run breaks the second's worker.
 Then a fork of the parent must still run a CUDA op. Exit 0 when all holds; prints a JSON summary.
 
-Run on the GPU machine with the CUDA bundle (scripts/device/build-python-cuda):
-  PYTHONPATH=build/py-cuda-bundle python3 scripts/device/cuda_gate_fork.py [OUT.json]
+Run on the GPU machine with the CUDA bundle (scripts/device/build py-cuda), carry build/py-cuda-bundle:
+  scripts/device/run fork-gate        ($OUT/cuda_gate_fork.json; by hand:
+  PYTHONPATH=build/py-cuda-bundle python3 scripts/device/cuda_gate_fork.py [OUT.json])
 """
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Verdicts on real GPU kernels (issue 25), driven by scripts/device/python-gpu in one device call.
+"""Verdicts on real GPU kernels (issue 25), driven by `scripts/device/run torch-kernels` in one device call
+(results in $OUT/python-gpu).
 
 Jobs (each time-boxed; a job that crashes is recorded and the next one runs):
   probe    each torch SDPA backend's capabilities, asked in a throw-away child process on small
@@ -17,12 +18,10 @@ is contained there); the card's name comes from nvidia-smi.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import multiprocessing as mp
 import os
-import subprocess
 import sys
 import time
 import traceback
@@ -32,25 +31,13 @@ import torch
 import torch.nn.functional as F
 
 import attest
-from python_h200 import FLEX_CASES, SAGE1  # the same cases and recipe string as the older driver
+import harness as H
+from harness import FLEX_CASES, counts_text, left  # the same cases as the python-package driver
 
-T0 = time.time()
-ROWS = []  # (job, what, verdict, detail)
+ROWS = H.Rows()
+record = ROWS.record
 SUMMARY: dict = {"planted": [], "gates": {}, "declarations": {}}
 OK = ("passed", "unsupported")
-
-
-def left(budget):
-    return budget - (time.time() - T0)
-
-
-def record(job, what, verdict, detail=""):
-    ROWS.append((job, what, verdict, detail))
-    print(f"[{time.time() - T0:6.1f} s] {job:8s} {what:34s} {verdict:10s} {detail}", flush=True)
-
-
-def counts_text(res):
-    return " ".join(f"{k}={v}" for k, v in sorted(res.counts().items()))
 
 
 def failed_checks(res):
@@ -229,7 +216,7 @@ COVERAGE_LINE = "problem=b2h4s256d64 dist=normal seed=9\n"
 
 
 def ci_cases(args) -> str:
-    return (Path(__file__).resolve().parents[2] / "datasets" / "cases" / f"{args.cases}.cases").read_text()
+    return H.cases_file(args.cases).read_text()
 
 
 def job_sdpa(args, out):
@@ -487,8 +474,7 @@ def job_sage(args, out):
     except Exception as e:  # noqa: BLE001
         record("sage", "import", "crash", str(e)[:200])
         return
-    names = {r["name"] for r in attest.list_items("recipes")}
-    recipe = "sage1_int8_fp16" if "sage1_int8_fp16" in names else SAGE1
+    recipe = H.sage_recipe()
 
     def sage(q, k, v, *, causal, scale):
         from sageattention.core import sageattn  # noqa: PLC0415
@@ -513,27 +499,15 @@ def job_sage(args, out):
         record("sage", "gate", "crash", str(e)[:200])
 
 
-def card_name():
-    try:
-        return subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                              text=True, timeout=30).stdout.strip().splitlines()[0]
-    except Exception:  # noqa: BLE001
-        return "cpu"
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--budget", type=float, default=540)
+    ap = H.parser(540, device="cuda", cases="ci", doc=__doc__)
     ap.add_argument("--reserve", type=float, default=60, help="seconds kept for the jobs after sdpa")
-    ap.add_argument("--device", default="cuda")
-    ap.add_argument("--cases", default="ci")
     ap.add_argument("--jobs", type=int, default=min(8, os.cpu_count() or 1))
     ap.add_argument("--run", default="probe,fault,planted,sdpa,flex,sage")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    SUMMARY.update({"card": card_name(), "torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version,
+    SUMMARY.update({"card": H.smi_card(), "torch": torch.__version__, "cuda": torch.version.cuda, "python": sys.version,
                     "cases": args.cases})
     print(json.dumps({k: SUMMARY[k] for k in ("card", "torch", "cuda")}), flush=True)
     jobs = {"probe": job_probe, "fault": job_fault, "sdpa": job_sdpa, "planted": job_planted, "flex": job_flex,
@@ -557,16 +531,12 @@ def main():
                                 if SUMMARY["gates"][g]["counts"].get("accepted", 0)}
     SUMMARY["false_alarm_rows"] = {g: SUMMARY["gates"][g]["failed_checks"] for g in real
                                    if SUMMARY["gates"][g]["failed_checks"] != "-"}
-    SUMMARY["seconds"] = round(time.time() - T0, 1)
+    SUMMARY["seconds"] = round(time.time() - H.T0, 1)
     (out / "summary.json").write_text(json.dumps(SUMMARY, indent=1, default=str))
-    lines = ["| job | what | verdict | detail |", "|---|---|---|---|"]
-    lines += [f"| {j} | {w} | {v} | {d.replace('|', '/')} |" for j, w, v, d in ROWS]
-    (out / "summary.md").write_text(f"# python-gpu on {SUMMARY['card']}\n\n" + "\n".join(lines)
+    (out / "summary.md").write_text(f"# python-gpu on {SUMMARY['card']}\n\n" + ROWS.table()
                                     + f"\n\nfalse alarms on the real kernels: {SUMMARY['false_alarms']}; "
                                     f"total {SUMMARY['seconds']:.0f} s\n")
-    print("\n== python-gpu summary")
-    for j, w, v, d in ROWS:
-        print(f"{j:8s} {w:36s} {v:10s} {d[:110]}")
+    ROWS.print_summary("torch-kernels")
     print(f"false alarms {SUMMARY['false_alarms']}, total {SUMMARY['seconds']:.0f} s")
 
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""The Python package on the H200 (issue 15), driven by scripts/device/python-h200.
+"""The Python package on the GPU (issue 15), driven by `scripts/device/run python-package`
+(results in $OUT/python-h200, the folder's name since issue 15).
 
 Jobs, each skipped once the time budget (--budget seconds) is spent, results under --out:
   sdpa        torch SDPA flash, cuDNN, efficient, math x bf16, fp16 through attest.gate (smoke)
@@ -14,10 +15,7 @@ The last lines printed are a short table (also summary.md).
 """
 from __future__ import annotations
 
-import argparse
 import json
-import math
-import sys
 import time
 import traceback
 from pathlib import Path
@@ -26,23 +24,11 @@ import torch
 import torch.nn.functional as F
 
 import attest
+import harness as H
+from harness import FLEX_CASES, counts_text, left, sage_recipe
 
-T0 = time.time()
-ROWS = []  # (job, what, verdict, detail)
-
-
-def left(budget):
-    return budget - (time.time() - T0)
-
-
-def record(job, what, verdict, detail=""):
-    ROWS.append((job, what, verdict, detail))
-    print(f"[{time.time() - T0:6.1f} s] {job:8s} {what:34s} {verdict:10s} {detail}", flush=True)
-
-
-def counts_text(res):
-    c = res.counts()
-    return " ".join(f"{k}={v}" for k, v in sorted(c.items()))
+ROWS = H.Rows()
+record = ROWS.record
 
 
 def failed_checks(res):
@@ -114,13 +100,6 @@ def job_sdpa(args, out):
 
 # ---- FlexAttention ----
 
-FLEX_CASES = """
-problem=b1h2s256d64 dist=normal seed=1
-problem=b1h2s256d64:mask=causal_tl dist=normal seed=1
-problem=b2h4s512d128 dist=diffusion seed=2
-"""
-
-
 def job_flex(args, out):
     if left(args.budget) < 90:
         record("flex", "eager vs compile", "skipped", "time budget")
@@ -167,23 +146,6 @@ def job_flex(args, out):
 
 
 # ---- SageAttention ----
-
-# SageAttention 1.0.6 (Triton) fed float32 q/k/v (sageattn accepts them: Q/K quantized from the
-# float32 values, K smoothed in float32, V cast to fp16, output float32). Read from its source
-# (core.py, quant_per_block.py, attn_qk_int8_per_block*.py): Q blocks of 128 tokens pre-scaled by
-# sm_scale * 1.44269504, K blocks of 64, scale amax/127, +-0.5 then truncation, P cast to fp16,
-# V fp16, BLOCK_M 128 / BLOCK_N 64, acc / l at the end. Not modelled (docs/python.md): P.V of each
-# 64-key tile is accumulated in FP16 (tl.dot(..., out_dtype=float16)) before it is added to the
-# FP32 accumulator, the row sum is a tree sum, `/` and exp2 are Triton's approximate ones: the
-# budget is therefore a lower bound on what the kernel's own arithmetic costs.
-SAGE1 = ("q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=fp32;"
-         "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32;pv_acc=fp16")  # tl.dot(p, v, out_dtype=float16)
-
-
-def sage_recipe():
-    names = {r["name"] for r in attest.list_items("recipes")}
-    return "sage1_int8_fp16" if "sage1_int8_fp16" in names else SAGE1
-
 
 def job_sage(args, out):
     if args.device != "cuda":
@@ -352,18 +314,13 @@ def job_overhead(args, out):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--budget", type=float, default=270)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--cases", default="smoke")
+    ap = H.parser(270, device="cuda" if torch.cuda.is_available() else "cpu", cases="smoke", doc=__doc__)
     ap.add_argument("--max-len", type=int, default=131072)
     ap.add_argument("--jobs", default="sdpa,broken,merge,overhead,ladder,sage,flex")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    env = {"torch": torch.__version__, "cuda": torch.version.cuda,
-           "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu", "python": sys.version}
+    env = H.torch_env()
     (out / "environment.json").write_text(json.dumps(env, indent=1))
     print(json.dumps(env), flush=True)
     jobs = {"sdpa": job_sdpa, "flex": job_flex, "sage": job_sage, "broken": job_broken, "ladder": job_ladder,
@@ -374,13 +331,9 @@ def main():
         except Exception as e:  # noqa: BLE001
             record(name, "job", "crash", str(e)[:200])
             traceback.print_exc()
-    lines = ["| job | what | verdict | detail |", "|---|---|---|---|"]
-    lines += [f"| {j} | {w} | {v} | {d.replace('|', '/')} |" for j, w, v, d in ROWS]
-    (out / "summary.md").write_text("# python-h200\n\n" + "\n".join(lines) + f"\n\ntotal {time.time() - T0:.0f} s\n")
-    print("\n== python-h200 summary")
-    for j, w, v, d in ROWS:
-        print(f"{j:8s} {w:36s} {v:10s} {d[:110]}")
-    print(f"total {time.time() - T0:.0f} s")
+    (out / "summary.md").write_text("# python-package\n\n" + ROWS.table() + f"\n\ntotal {time.time() - H.T0:.0f} s\n")
+    ROWS.print_summary("python-package")
+    print(f"total {time.time() - H.T0:.0f} s")
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""cuDNN FP8 SDPA forward on Hopper judged under its recipe (issue 27), driven by scripts/device/fp8-gpu.
+"""cuDNN FP8 SDPA forward on Hopper judged under its recipe (issue 27), driven by `scripts/device/run fp8`
+(results in $OUT/fp8-gpu); `scripts/device/run probe-limits` runs its probes (--probe, below).
 
 The kernel: nvidia-cudnn-frontend 1.32.0 `pygraph.sdpa_fp8` over the cuDNN 9.x that torch ships.
 `cudnn_fp8_sdpa(q, k, v, *, causal, scale)` takes float32 (or bf16) bhsd tensors as attest hands
@@ -20,6 +21,18 @@ stops the others), results under --out:
 summary.json / summary.md / findings.md are written by the parent from the jobs' JSON files.
 --device cpu replaces the cuDNN call by a pure-torch model of the same FP8 contract (dry run of the
 plumbing); --repro runs the torch + cudnn-only reproduction of the findings (no attest needed).
+
+--probe cudnn,sage: two probes that settle a declaration each (issues 25, 27), with torch and the
+library alone, written under --out:
+  cudnn   limits.json: which problem sizes cuDNN's FP8 SDPA forward (the same graph the gate builds,
+          cudnn_graph) refuses on this card: a grid of (s_q, s_kv) x head_dim x mask, each graph built
+          and support-checked, refused ones with cuDNN's reason. The gate's FP8 limits (static_limits)
+          are declared from this evidence (--limits), not found by refusal.
+  sage    sage_tail.json: SageAttention 1.0.6 with kv_len not a multiple of 64: its output against FP64
+          attention over the real keys, and against FP64 attention that also has the last tile's
+          padding keys (score 0 after K smoothing, i.e. key = mean(K) in the original space, value 0):
+          if the second error is at sage's noise level and the first is not, the padding keys join
+          the softmax (findings.md of docs/results/python-gpu).
 """
 from __future__ import annotations
 
@@ -36,7 +49,9 @@ from pathlib import Path
 
 import torch
 
-T0 = time.time()
+import harness as H
+from harness import T0, log, write_json
+
 FP8_MAX = {torch.float8_e4m3fn: 448.0, torch.float8_e5m2: 57344.0}
 E4M3 = torch.float8_e4m3fn
 E5M2 = torch.float8_e5m2
@@ -46,10 +61,6 @@ RECIPE = "cudnn_fp8_e4m3"
 RECIPE_STRING = ("q=fp8_e4m3fn:per_tensor;k=fp8_e4m3fn:per_tensor;v=fp8_e4m3fn:per_tensor;p=fp8_e4m3fn;"
                  "pscale=offset_8807;tile_q=128;tile_kv=128;out=fp8_e4m3fn")
 KERNEL = "nvidia-cudnn-frontend 1.32.0 (pygraph.sdpa_fp8) over cuDNN {backend}"
-
-
-def log(*a):
-    print(f"[{time.time() - T0:6.1f} s]", *a, flush=True)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -346,7 +357,7 @@ _PLAIN = Fp8Sdpa("cudnn")
 
 
 # Candidate sequence-length limits of cuDNN's FP8 SDPA forward, which its support matrix does not
-# state (the ci case b2h2s1t777d128 was refused on an H100 with cuDNN 9.19). probe_limits.py tests
+# state (the ci case b2h2s1t777d128 was refused on an H100 with cuDNN 9.19). probe_cudnn (--probe) tests
 # each against cuDNN's own support check over a grid of (s_q, s_kv, head_dim, mask) on the card;
 # the gate declares the first one that fits every row of that evidence (--limits FILE), names it
 # in every unsupported row, and still fails any other refusal. Ordered narrowest first.
@@ -448,13 +459,6 @@ def deq(fn):
             L["v8"].float() * L["dv"].reshape(()))
 
 
-def write_json(path, obj):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(obj, indent=1, default=str))
-    tmp.replace(path)
-
-
 def recipe_name():
     import attest  # noqa: PLC0415
     names = {r["name"] for r in attest.list_items("recipes")}
@@ -497,7 +501,7 @@ def job_gate(args, out):
     rec["configs"] = list(configs)
     # One gate per line of the case file, results written after each, so a time box that ends the job
     # keeps what was judged (the case file is read from this checkout; else the named set in one go).
-    path = Path(__file__).resolve().parents[2] / "datasets" / "cases" / f"{args.cases}.cases"
+    path = H.cases_file(args.cases)
     lines = [ln for ln in path.read_text().splitlines() if ln.strip() and not ln.lstrip().startswith("#")] \
         if path.exists() else [None]
     rec.update(counts={}, failed_checks=[], false_alarms=[], unsupported=[], parts=[], seconds=0.0)
@@ -761,11 +765,7 @@ def job_sage(args, out):
     if args.device != "cuda":
         return {"skipped": "needs CUDA"}
     from sageattention.core import sageattn  # noqa: PLC0415
-    names = {r["name"] for r in attest.list_items("recipes")}
-    # python_h200.py's SAGE1 string when this build has no sage1_int8_fp16.
-    recipe = "sage1_int8_fp16" if "sage1_int8_fp16" in names else (
-        "q=int8:per_block=128:round=half:prescale=sm_log2e;k=int8:per_block=64:round=half:smooth=fp32;"
-        "v=fp16;p=fp16;tile_q=128;tile_kv=64;out=f32;pv_acc=fp16")
+    recipe = H.sage_recipe()  # harness.SAGE1 when this build has no sage1_int8_fp16
 
     def sage(q, k, v, *, causal, scale):
         return sageattn(q, k, v, tensor_layout="HND", is_causal=causal, sm_scale=scale)
@@ -878,7 +878,7 @@ def findings(out, summary, res):
     """findings.md: what the run observed about the kernel, each with the torch + cudnn-only repro."""
     F = ["# fp8-gpu findings", "", f"card: {summary['card']}; kernel: {summary['kernel']}", "",
          "Repro of every item (torch + cudnn only, no attest): "
-         "`python3 scripts/device/fp8_gpu.py --repro` (prints the saturation and amax behaviour below).", ""]
+         "`python3 scripts/device/fp8.py --repro` (prints the saturation and amax behaviour below).", ""]
     n = 0
     for r in res.get("saturation", {}).get("rows", []):
         if r.get("kind") == "observation":
@@ -911,18 +911,99 @@ def repro(args):
               f"amax_o {float(fn.last['amax_o']):.6g}  max|O| {float(o.abs().max()):.6g}")
 
 
+# ----------------------------------------------------------------------------------------------
+# probes (--probe): the evidence behind two declarations
+# ----------------------------------------------------------------------------------------------
+
+def probe_cudnn(out: Path, budget: float = 90) -> dict:
+    rows = []
+    t0 = time.time()
+    grid = [(128, c, s, t) for c in (False, True) for s in (1, 2, 16, 63, 64, 65, 200, 256)
+            for t in (1, 2, 16, 63, 64, 65, 200, 256, 777)]
+    grid += [(64, False, s, t) for s in (1, 16, 64, 65, 200) for t in (1, 16, 64, 65, 200, 777)]
+    for d, causal, s, t in grid:
+        if time.time() - t0 > budget:
+            break
+        key = (1, 2, 2, s, t, d, d, causal, d ** -0.5, E4M3, True)
+        row = {"d": d, "causal": causal, "s_q": s, "s_kv": t}
+        try:
+            cudnn_graph(key)
+            row["ok"] = True
+        except NotSupported as e:
+            row.update(ok=False, why=str(e)[:300])
+        except Exception as e:  # noqa: BLE001 -- a crash is recorded as such, never as a limit
+            row.update(ok=None, why=f"{type(e).__name__}: {e}"[:300])
+        rows.append(row)
+    res_complete = len(rows) == len(grid)
+    refused = [r for r in rows if r["ok"] is not True]
+    res = {"versions": cudnn_versions(), "card": torch.cuda.get_device_name(), "rows": rows,
+           "refused": [(r["d"], r["causal"], r["s_q"], r["s_kv"]) for r in refused],
+           "reasons": sorted({r.get("why", "") for r in refused}), "seconds": round(time.time() - t0, 1),
+           "complete": res_complete}
+    # Which candidate rule the refusals fit, tested against every row (declare_limits declares the
+    # first that fits; a row whose build crashed fits no rule).
+    crashed = any(r["ok"] is None for r in rows)
+    res["rules"] = {name: not crashed and all((r["ok"] is False) == rule(r["s_q"], r["s_kv"]) for r in rows)
+                    for name, rule in LIMIT_RULES.items()}
+    (out / "limits.json").write_text(json.dumps(res, indent=1))
+    print("cudnn:", len(refused), "of", len(rows), "refused; rules:", res["rules"], flush=True)
+    return res
+
+
+def _ref64_softmax(q, k, v, scale):
+    s = (q.double() @ k.double().transpose(-1, -2)) * scale
+    return torch.softmax(s, -1) @ v.double()
+
+
+def probe_sage(out: Path) -> dict:
+    from sageattention.core import sageattn  # noqa: PLC0415
+    rows = []
+    g = torch.Generator(device="cuda").manual_seed(25)
+    for t in (777, 832, 200, 256, 65):
+        for dist in ("normal", "constant"):
+            q = torch.randn(1, 2, 64, 128, device="cuda", generator=g).half()
+            k = torch.randn(1, 2, t, 128, device="cuda", generator=g).half()
+            if dist == "constant":  # identical keys: constant logits (attest's dist=constant)
+                k = k[:, :, :1].expand(-1, -1, t, -1).contiguous()
+            v = torch.randn(1, 2, t, 128, device="cuda", generator=g).half()
+            scale = 128 ** -0.5
+            o = sageattn(q.clone(), k.clone(), v.clone(), tensor_layout="HND", is_causal=False, sm_scale=scale).double()
+            pad = -t % 64
+            km = k.double().mean(dim=2, keepdim=True)
+            kp = torch.cat([k.double(), km.expand(-1, -1, pad, -1)], 2)
+            vp = torch.cat([v.double(), torch.zeros(1, 2, pad, 128, device="cuda", dtype=torch.float64)], 2)
+            r, rp = _ref64_softmax(q, k, v, scale), _ref64_softmax(q, kp, vp, scale)
+            err = lambda a, b: float((a - b).abs().max())  # noqa: E731
+            rows.append({"T": t, "pad": pad, "dist": dist, "max_abs_vs_fp64": err(o, r),
+                         "max_abs_vs_fp64_with_padding_keys": err(o, rp), "ref_max_abs": float(r.abs().max())})
+            print("sage", rows[-1], flush=True)
+    res = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "rows": rows}
+    (out / "sage_tail.json").write_text(json.dumps(res, indent=1))
+    return res
+
+
+def run_probes(names: str, out: Path) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    for job in names.split(","):
+        try:
+            {"cudnn": probe_cudnn, "sage": probe_sage}[job](out)
+        except Exception as e:  # noqa: BLE001
+            print(job, "crashed:", type(e).__name__, e, flush=True)
+            (out / f"{job}.error.txt").write_text(f"{type(e).__name__}: {e}")
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default="out/fp8-gpu")
-    ap.add_argument("--budget", type=float, default=470)
-    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--cases", default="ci")
+    ap = H.parser(470, out_required=False, out_default="out/fp8-gpu",
+                  device="cuda" if torch.cuda.is_available() else "cpu", cases="ci", doc=__doc__)
     ap.add_argument("--jobs-list", default="amax,saturation,delayed,planted,sage,gate")
     ap.add_argument("--jobs", type=int, default=max(1, min(16, os.cpu_count() or 1)), help="attest's C++ threads")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--repro", action="store_true")
-    ap.add_argument("--limits", default="", help="probe_limits.py's limits.json: the declared sequence limit")
+    ap.add_argument("--limits", default="", help="--probe cudnn's limits.json: the declared sequence limit")
+    ap.add_argument("--probe", default="", help="run these probes (cudnn,sage) into --out instead of the jobs")
     args = ap.parse_args()
+    if args.probe:
+        return run_probes(args.probe, Path(args.out))
     if args.limits:
         declare_limits(args.limits)
     if args.repro:

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Issue 32 on the GPU: complete accuracy (every output row against FP64) at real shapes.
-scripts/device/complete-gpu runs it after the ref64 benchmark, in one device call per --jobs set.
+`scripts/device/run complete` runs it after the ref64 benchmark, in one device call per --jobs set
+(JOBS=...; results in $OUT/complete-gpu, packed as complete-gpu$TAG.tgz).
 
 Jobs (each time-boxed; results land in OUT whatever the others do):
   wan       the Wan 2.1 720p call (b1h40s75600d128, bf16) on torch flash: accuracy (complete) +
@@ -15,7 +16,6 @@ Writes OUT/<job>.json and, with --summarize, OUT/summary.json (docs/results/comp
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -23,13 +23,11 @@ import time
 import traceback
 from pathlib import Path
 
-T0 = time.time()
+import harness as H
+from harness import T0, left
+
 WAN = "b1h40s75600d128"
 WAN480 = "b1h40s32760d128"
-
-
-def left(budget):
-    return budget - (time.time() - T0)
 
 
 def backends():
@@ -45,9 +43,7 @@ def backends():
     return make(SDPBackend.FLASH_ATTENTION), make(SDPBackend.CUDNN_ATTENTION)
 
 
-def card():
-    import torch
-    return torch.cuda.get_device_name()
+card = H.card
 
 
 def row_of(r, check):
@@ -203,11 +199,7 @@ def job_seeds(res, budget, n_target=50, seed0=1, shapes=None, macs=2.0 ** 32):
 JOBS = {"wan": job_wan, "harness": job_harness, "planted": job_planted, "seeds": job_seeds}
 
 
-def _load(p: Path):
-    try:
-        return json.loads(p.read_text())
-    except Exception:  # noqa: BLE001
-        return None
+_load = H.load_json
 
 
 def summarize(res: Path) -> dict:
@@ -267,10 +259,8 @@ def summarize(res: Path) -> dict:
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", type=Path, required=True)
+    ap = H.parser(500, doc=__doc__)
     ap.add_argument("--jobs", default="wan,harness,planted,seeds")
-    ap.add_argument("--budget", type=float, default=500)
     ap.add_argument("--seeds", type=int, default=50)
     ap.add_argument("--tag", default="")
     ap.add_argument("--seed0", type=int, default=1)
@@ -278,6 +268,7 @@ def main():
     ap.add_argument("--shapes", default="", help="comma-separated problems for the seed sweep (default: Wan 480p, 720p)")
     ap.add_argument("--summarize", action="store_true")
     a = ap.parse_args()
+    a.out = Path(a.out)
     a.out.mkdir(parents=True, exist_ok=True)
     if a.summarize:
         summarize(a.out)

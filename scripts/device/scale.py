@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Issue 26 on the GPU: the device-resident path at real shapes (scripts/device/gpu-scale runs it
-after the benchmarks, in one device call).
+"""Issue 26 on the GPU: the device-resident path at real shapes (`scripts/device/run scale` runs it
+after the benchmarks, in one device call; results in $OUT/gpu-scale).
 
 Jobs (each time-boxed; results land in OUT whatever the others do):
   overhead  harness time per gated call vs kernel time, torch SDPA flash bf16, check=determinism
@@ -16,7 +16,6 @@ Writes OUT/scale.json (every figure) and prints a summary.
 """
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
@@ -28,12 +27,8 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import attest
-
-T0 = time.time()
-
-
-def left(budget):
-    return budget - (time.time() - T0)
+import harness as H
+from harness import T0, left
 
 
 def flash(q, k, v, *, causal, scale):
@@ -63,7 +58,7 @@ def per_call(r):
 
 
 def job_overhead(res, budget):
-    # The issue's measure, like for like with its table (python_h200.py's overhead job): one case,
+    # The issue's measure, like for like with its table (python_package.py's overhead job): one case,
     # check=determinism, 20 reruns; harness = wall - kernel, per call. Then the same problem with
     # accuracy + determinism + call_path, whose fixed cost (the sampled reference and emulator,
     # their gathers, graph capture) is reported beside it.
@@ -187,11 +182,7 @@ def job_planted(res, budget):
     res["planted"] = out
 
 
-def _load(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return None
+_load = H.load_json
 
 
 def summarize(res_dir: Path) -> dict:
@@ -256,15 +247,12 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--summarize":
         summarize(Path(sys.argv[2]))
         return
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--budget", type=float, default=420)
+    ap = H.parser(420, doc=__doc__)
     ap.add_argument("--jobs", default="overhead,wan,ladder,planted")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    res = {"card": torch.cuda.get_device_name(), "torch": torch.__version__, "cuda": torch.version.cuda,
-           "python": sys.version.split()[0]}
+    res = H.torch_env(device_key="card", full_python=False)
     print(json.dumps(res), flush=True)
     jobs = {"overhead": job_overhead, "wan": job_wan, "ladder": job_ladder, "planted": job_planted}
     for name in args.jobs.split(","):
@@ -274,7 +262,7 @@ def main():
             res[name] = {"crash": f"{type(e).__name__}: {e}"[:500]}
             traceback.print_exc()
         (out / "scale.json").write_text(json.dumps(res, indent=1, default=str))
-    print(f"gpu_scale: {time.time() - T0:.0f} s", flush=True)
+    print(f"scale: {time.time() - T0:.0f} s", flush=True)
 
 
 if __name__ == "__main__":
