@@ -46,7 +46,7 @@ double since(std::chrono::steady_clock::time_point t0) {
 
 [[noreturn, maybe_unused]] void no_gpu(const char* what) {
   throw Error(fmt::format("{}: device tensors need attest built with a GPU backend; this one was built with "
-                          "ATTEST_GPU=none (scripts/device/build-python-cuda builds the CUDA one)",
+                          "ATTEST_GPU=none (scripts/device/build py-cuda builds the CUDA one)",
                           what));
 }
 
