@@ -82,49 +82,136 @@ struct VideoRun {
   bool ended = false;
 };
 
+// Strip frames: explicit, or up to 4 spread over the reference's frame count (when known).
+std::vector<std::int64_t> strip_frames(const CompareOptions& o, const VideoReader& reference) {
+  std::vector<std::int64_t> strip = o.strip_frames;
+  if (strip.empty()) {
+    const std::int64_t n = std::max<std::int64_t>(1, reference.frame_count_hint());
+    const std::int64_t k = std::min<std::int64_t>(4, n);
+    for (std::int64_t i = 0; i < k; ++i) strip.push_back(k == 1 ? 0 : i * (n - 1) / (k - 1));
+  }
+  for (std::int64_t f : strip)
+    if (f < 0) throw Error("--strip-frames: frame " + std::to_string(f) + " is negative");
+  return strip;
+}
+
+// The registered video metrics and each run's result slots, resolved once (map nodes are
+// stable), so the frame loops do no look-ups.
+struct VideoSlots {
+  std::vector<const m::MediaMetric*> pair_metrics = m::media_metrics(m::MetricScope::video_pair);
+  std::vector<const m::MediaMetric*> frame_metrics = m::media_metrics(m::MetricScope::video_frame);
+  std::vector<std::vector<MetricResult*>> pair_slot, frame_slot;  // [run][metric]
+  std::size_t max_series = 1;
+
+  explicit VideoSlots(CompareReport& rep) : pair_slot(rep.runs.size()), frame_slot(rep.runs.size()) {
+    for (std::size_t r = 0; r < rep.runs.size(); ++r) {
+      RunReport& run = rep.runs[r];
+      run.video_stats.emplace();
+      if (run.role != Role::reference) {
+        run.video.emplace();
+        for (const m::MediaMetric* mm : pair_metrics) {
+          MetricResult& res = run.metrics[mm->name];
+          res.frames.resize(mm->series.size());
+          pair_slot[r].push_back(&res);
+        }
+      }
+      for (const m::MediaMetric* mm : frame_metrics) {
+        MetricResult& res = run.metrics[mm->name];
+        res.frames.resize(1);
+        frame_slot[r].push_back(&res);
+      }
+    }
+    for (const m::MediaMetric* mm : pair_metrics) max_series = std::max(max_series, mm->series.size());
+  }
+
+  // Every series sized for n compared frames (metrics of a frame and its predecessor: n - 1).
+  void resize(std::size_t n) {
+    for (std::size_t r = 0; r < frame_slot.size(); ++r) {
+      for (std::size_t k = 0; k < frame_metrics.size(); ++k)
+        frame_slot[r][k]->frames[0].resize(frame_metrics[k]->needs_previous ? n - 1 : n);
+      for (MetricResult* res : pair_slot[r])
+        for (auto& series : res->frames) series.resize(n);
+    }
+  }
+
+  // Statistics are means over frames; pair metrics summarise their series.
+  void summarize(const m::MediaOptions& mo) {
+    for (std::size_t r = 0; r < frame_slot.size(); ++r) {
+      for (std::size_t k = 0; k < frame_metrics.size(); ++k)
+        frame_slot[r][k]->figures = {{"value", mean_of(frame_slot[r][k]->frames[0])}};
+      for (std::size_t k = 0; k < pair_slot[r].size(); ++k) {
+        const m::MediaMetric& mm = *pair_metrics[k];
+        MetricResult& res = *pair_slot[r][k];
+        res.figures = mm.summarize ? mm.summarize(res.frames, mo) : m::mean_min_summary(res.frames[mm.judged_series]);
+      }
+    }
+  }
+};
+
+// The first batch fixes the frame size; every run must match the reference's.
+void check_frame_sizes(CompareReport& rep, const std::vector<VideoRun>& vr) {
+  if (vr[0].count == 0) throw Error("video " + rep.runs[0].input.video.string() + ": no frames");
+  const cv::Mat& f0 = vr[0].frames[0];
+  rep.width = f0.cols;
+  rep.height = f0.rows;
+  for (std::size_t r = 1; r < vr.size(); ++r) {
+    if (vr[r].count == 0) throw Error("video " + rep.runs[r].input.video.string() + ": no frames");
+    const cv::Mat& f = vr[r].frames[0];
+    if (f.size() != f0.size())
+      throw Error(fmt::format("video frame sizes differ: run {} is {}x{}, reference is {}x{}", label_q(rep.runs[r].label),
+                              f.cols, f.rows, f0.cols, f0.rows));
+  }
+}
+
+// One decoded batch of frames [base, base + count) of every run: luma, per-frame statistics,
+// comparisons against the reference, then the metrics of a frame and its predecessor (possibly
+// the last frame of the previous batch). Frames in parallel.
+void measure_batch(std::vector<VideoRun>& vr, VideoSlots& sl, const m::MediaOptions& mo, std::int64_t base,
+                   std::int64_t count, int threads) {
+  const std::size_t nr = vr.size();
+  parallel_for(count, threads, [&](std::int64_t i) {
+    const auto ui = static_cast<std::size_t>(i);
+    const auto g = static_cast<std::size_t>(base + i);
+    for (std::size_t r = 0; r < nr; ++r) {
+      cv::cvtColor(vr[r].frames[ui], vr[r].luma[ui], cv::COLOR_BGR2GRAY);
+      const m::Frame f{vr[r].frames[ui], vr[r].luma[ui], nullptr};
+      for (std::size_t k = 0; k < sl.frame_metrics.size(); ++k)
+        if (!sl.frame_metrics[k]->needs_previous) sl.frame_slot[r][k]->frames[0][g] = sl.frame_metrics[k]->per_frame(f);
+    }
+    std::vector<double> out(sl.max_series);
+    for (std::size_t r = 1; r < nr; ++r) {
+      const m::FramePair p{vr[r].frames[ui], vr[r].luma[ui], vr[0].frames[ui], vr[0].luma[ui]};
+      for (std::size_t k = 0; k < sl.pair_metrics.size(); ++k) {
+        sl.pair_metrics[k]->per_frame_pair(p, mo, out.data());
+        for (std::size_t q = 0; q < sl.pair_metrics[k]->series.size(); ++q) sl.pair_slot[r][k]->frames[q][g] = out[q];
+      }
+    }
+  });
+  parallel_for(count, threads, [&](std::int64_t i) {
+    const auto ui = static_cast<std::size_t>(i);
+    const std::int64_t g = base + i;
+    if (g == 0) return;
+    for (std::size_t r = 0; r < nr; ++r) {
+      const cv::Mat& prev = i == 0 ? vr[r].prev_luma : vr[r].luma[ui - 1];
+      const m::Frame f{vr[r].frames[ui], vr[r].luma[ui], &prev};
+      for (std::size_t k = 0; k < sl.frame_metrics.size(); ++k)
+        if (sl.frame_metrics[k]->needs_previous)
+          sl.frame_slot[r][k]->frames[0][static_cast<std::size_t>(g - 1)] = sl.frame_metrics[k]->per_frame(f);
+    }
+  });
+}
+
 void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
   const std::size_t nr = rep.runs.size();
   std::vector<VideoRun> vr(nr);
   for (std::size_t r = 0; r < nr; ++r) vr[r].reader = std::make_unique<VideoReader>(rep.runs[r].input.video);
   rep.fps = vr[0].reader->fps();
 
-  // Strip frames: explicit, or up to 4 spread over the reference's frame count (when known).
-  std::vector<std::int64_t> strip = o.strip_frames;
-  if (strip.empty()) {
-    const std::int64_t n = std::max<std::int64_t>(1, vr[0].reader->frame_count_hint());
-    const std::int64_t k = std::min<std::int64_t>(4, n);
-    for (std::int64_t i = 0; i < k; ++i) strip.push_back(k == 1 ? 0 : i * (n - 1) / (k - 1));
-  }
-  for (std::int64_t f : strip)
-    if (f < 0) throw Error("--strip-frames: frame " + std::to_string(f) + " is negative");
+  const std::vector<std::int64_t> strip = strip_frames(o, *vr[0].reader);
   const std::set<std::int64_t> strip_set(strip.begin(), strip.end());
   std::vector<std::vector<std::pair<std::int64_t, StripImage>>> strip_kept(nr);
-
-  // The registered video metrics; each run's result slots are resolved once (map nodes are stable),
-  // so the frame loops below do no look-ups.
-  const auto pair_metrics = m::media_metrics(m::MetricScope::video_pair);
-  const auto frame_metrics = m::media_metrics(m::MetricScope::video_frame);
+  VideoSlots sl(rep);
   const m::MediaOptions mo = media_options(o);
-  std::vector<std::vector<MetricResult*>> pair_slot(nr), frame_slot(nr);
-  for (std::size_t r = 0; r < nr; ++r) {
-    RunReport& run = rep.runs[r];
-    run.video_stats.emplace();
-    if (run.role != Role::reference) {
-      run.video.emplace();
-      for (const m::MediaMetric* mm : pair_metrics) {
-        MetricResult& res = run.metrics[mm->name];
-        res.frames.resize(mm->series.size());
-        pair_slot[r].push_back(&res);
-      }
-    }
-    for (const m::MediaMetric* mm : frame_metrics) {
-      MetricResult& res = run.metrics[mm->name];
-      res.frames.resize(1);
-      frame_slot[r].push_back(&res);
-    }
-  }
-  std::size_t max_series = 1;
-  for (const m::MediaMetric* mm : pair_metrics) max_series = std::max(max_series, mm->series.size());
   const std::int64_t batch = std::max(4, 2 * threads);
   for (auto& v : vr) {
     v.frames.resize(static_cast<std::size_t>(batch));
@@ -148,19 +235,7 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
       mcount = std::min(mcount, v.count);
       maxcount = std::max(maxcount, v.count);
     }
-    if (base == 0) {
-      if (vr[0].count == 0) throw Error("video " + rep.runs[0].input.video.string() + ": no frames");
-      const cv::Mat& f0 = vr[0].frames[0];
-      rep.width = f0.cols;
-      rep.height = f0.rows;
-      for (std::size_t r = 1; r < nr; ++r) {
-        if (vr[r].count == 0) throw Error("video " + rep.runs[r].input.video.string() + ": no frames");
-        const cv::Mat& f = vr[r].frames[0];
-        if (f.size() != f0.size())
-          throw Error(fmt::format("video frame sizes differ: run {} is {}x{}, reference is {}x{}", label_q(rep.runs[r].label),
-                                  f.cols, f.rows, f0.cols, f0.rows));
-      }
-    }
+    if (base == 0) check_frame_sizes(rep, vr);
     if (mcount != maxcount) {
       truncated = true;
       if (!o.allow_truncate) {
@@ -174,47 +249,8 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
     }
     last_m = mcount;
     if (mcount == 0) break;
-    {
-      const auto n = static_cast<std::size_t>(base + mcount);
-      for (std::size_t r = 0; r < nr; ++r) {
-        for (std::size_t k = 0; k < frame_metrics.size(); ++k)
-          frame_slot[r][k]->frames[0].resize(frame_metrics[k]->needs_previous ? n - 1 : n);
-        for (MetricResult* res : pair_slot[r])
-          for (auto& series : res->frames) series.resize(n);
-      }
-    }
-    // Luma, statistics and comparisons against the reference: frames in parallel.
-    parallel_for(mcount, threads, [&](std::int64_t i) {
-      const auto ui = static_cast<std::size_t>(i);
-      const auto g = static_cast<std::size_t>(base + i);
-      for (std::size_t r = 0; r < nr; ++r) {
-        cv::cvtColor(vr[r].frames[ui], vr[r].luma[ui], cv::COLOR_BGR2GRAY);
-        const m::Frame f{vr[r].frames[ui], vr[r].luma[ui], nullptr};
-        for (std::size_t k = 0; k < frame_metrics.size(); ++k)
-          if (!frame_metrics[k]->needs_previous) frame_slot[r][k]->frames[0][g] = frame_metrics[k]->per_frame(f);
-      }
-      std::vector<double> out(max_series);
-      for (std::size_t r = 1; r < nr; ++r) {
-        const m::FramePair p{vr[r].frames[ui], vr[r].luma[ui], vr[0].frames[ui], vr[0].luma[ui]};
-        for (std::size_t k = 0; k < pair_metrics.size(); ++k) {
-          pair_metrics[k]->per_frame_pair(p, mo, out.data());
-          for (std::size_t q = 0; q < pair_metrics[k]->series.size(); ++q) pair_slot[r][k]->frames[q][g] = out[q];
-        }
-      }
-    });
-    // Metrics of a frame and its predecessor (possibly the last frame of the previous batch).
-    parallel_for(mcount, threads, [&](std::int64_t i) {
-      const auto ui = static_cast<std::size_t>(i);
-      const std::int64_t g = base + i;
-      if (g == 0) return;
-      for (std::size_t r = 0; r < nr; ++r) {
-        const cv::Mat& prev = i == 0 ? vr[r].prev_luma : vr[r].luma[ui - 1];
-        const m::Frame f{vr[r].frames[ui], vr[r].luma[ui], &prev};
-        for (std::size_t k = 0; k < frame_metrics.size(); ++k)
-          if (frame_metrics[k]->needs_previous)
-            frame_slot[r][k]->frames[0][static_cast<std::size_t>(g - 1)] = frame_metrics[k]->per_frame(f);
-      }
-    });
+    sl.resize(static_cast<std::size_t>(base + mcount));
+    measure_batch(vr, sl, mo, base, mcount, threads);
     for (std::int64_t i = 0; i < mcount; ++i)
       if (strip_set.count(base + i))
         for (std::size_t r = 0; r < nr; ++r)
@@ -251,17 +287,7 @@ void compare_video(CompareReport& rep, const CompareOptions& o, int threads) {
           rep.runs[r].strip.push_back(img);
           break;
         }
-
-  // Summaries: statistics are means over frames; pair metrics summarise their series.
-  for (std::size_t r = 0; r < nr; ++r) {
-    for (std::size_t k = 0; k < frame_metrics.size(); ++k)
-      frame_slot[r][k]->figures = {{"value", mean_of(frame_slot[r][k]->frames[0])}};
-    for (std::size_t k = 0; k < pair_slot[r].size(); ++k) {
-      const m::MediaMetric& mm = *pair_metrics[k];
-      MetricResult& res = *pair_slot[r][k];
-      res.figures = mm.summarize ? mm.summarize(res.frames, mo) : m::mean_min_summary(res.frames[mm.judged_series]);
-    }
-  }
+  sl.summarize(mo);
 }
 
 // The typed members of RunReport (VideoVsReference, VideoStats) are views of the built-in
