@@ -1048,6 +1048,14 @@ std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, 
     r.device = true;
     return r;
   };
+  // The gate runs OpenMP single-threaded (gate.cpp); the block references and emulations of the
+  // judgement get the team the caller asks for.
+  const int omp_before = omp_get_max_threads();
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{omp_before};
+  if (sample.threads > 0) omp_set_num_threads(sample.threads);
   JudgeRequest jr;
   jr.c = c;
   jr.checks = {check};

@@ -123,10 +123,10 @@ std::string check_order_key(const std::string& check) {
   return "99" + check;
 }
 
-// Where the accuracy-type rows of a run with device oracles (CheckOptions::device_oracles) were
-// judged: "accuracy, bitwise, subnormal: 12 rows on the device engine (1048576 of 1048576 output
-// rows compared with FP64 on the device, gpu.ref64; 24576 rows emulated for budget and floor);
-// 2 on the host (first: ...)"; "" for a run without them.
+// Where the oracle-judged results of a run with device oracles (CheckOptions::device_oracles)
+// were judged: "oracles: 12 results (accuracy, bitwise, subnormal) judged on the device engine:
+// 1048576 of 1048576 output rows compared with FP64 on the device (gpu.ref64), 24576 rows
+// emulated for budget and floor; 2 judged on the host (first: ...)"; "" for a run without them.
 std::string oracles_line(const GateReport& r) {
   if (!r.meta.contains("oracles")) return "";
   std::size_t on_device = 0, on_host = 0;
@@ -148,8 +148,8 @@ std::string oracles_line(const GateReport& r) {
       if (first_host.empty()) first_host = res.check + ": " + f.value("oracles_why", std::string("?"));
     }
   }
-  std::string s = fmt::format("oracles: {} rows (accuracy, bitwise, subnormal) judged on the device engine: {} of {} output "
-                              "rows compared with FP64 on the device (gpu.ref64), {} rows emulated for budget and floor",
+  std::string s = fmt::format("oracles: {} results (accuracy, bitwise, subnormal) judged on the device engine: {} of {} "
+                              "output rows compared with FP64 on the device (gpu.ref64), {} rows emulated for budget and floor",
                               on_device, rows, rows_total, emulated);
   if (on_host > 0) s += fmt::format("; {} judged on the host (first: {})", on_host, first_host);
   return s;
