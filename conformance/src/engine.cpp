@@ -19,6 +19,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <omp.h>
 
 #include "attest/conformance/accuracy.hpp"
 #include "attest/conformance/check.hpp"
@@ -610,7 +611,10 @@ Report judge(const JudgeRequest& req) {
   std::vector<Tensor> eo(chunks.size()), eu(chunks.size()), fo(chunks.size()), fu(chunks.size());
   std::string emu_error;
   const auto t0e = std::chrono::steady_clock::now();
-#pragma omp parallel for schedule(dynamic, 1)
+  // The gate runs its groups with OpenMP single-threaded (gate.cpp); its device oracles ask for a
+  // team here (SampleArgs::threads), where the emulated blocks are most of the work.
+  const int threads = sa.threads > 0 ? sa.threads : omp_get_max_threads();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
   for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
     try {
       const Chunk& ch = chunks[ci];
@@ -1014,6 +1018,61 @@ json info() {
   return j;
 #else
   return json{{"backend", "none"}, {"devices", 0}};
+#endif
+}
+
+bool has_device_backend() {
+#ifdef ATTEST_GPU_BACKEND
+  return true;
+#else
+  return false;
+#endif
+}
+
+std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, const Tensor& out, const ToleranceTable& tol,
+                                       const SampleArgs& sample, std::string& why) {
+  why = refusal(c, sample);
+  if (!why.empty()) return std::nullopt;
+#ifdef ATTEST_GPU_BACKEND
+  // One contiguous copy of each on the device; the refs keep the logical [B,S,H,D] order.
+  std::vector<gpu::DeviceBuffer> bufs;
+  bufs.reserve(4);
+  const auto upload = [&](const Tensor& t) {
+    const Tensor h = t.contiguous();
+    const auto bytes = static_cast<std::size_t>(h.numel()) * dtype_size(h.dtype());
+    bufs.emplace_back(std::max<std::size_t>(bytes, 1));
+    if (bytes > 0) bufs.back().upload(h.raw(), bytes);
+    TensorRef r = ref_of(h);
+    r.data = bufs.back().data();
+    r.device = true;
+    return r;
+  };
+  // The gate runs OpenMP single-threaded (gate.cpp); the block references and emulations of the
+  // judgement get the team the caller asks for.
+  const int omp_before = omp_get_max_threads();
+  struct Restore {
+    int n;
+    ~Restore() { omp_set_num_threads(n); }
+  } restore{omp_before};
+  if (sample.threads > 0) omp_set_num_threads(sample.threads);
+  JudgeRequest jr;
+  jr.c = c;
+  jr.checks = {check};
+  jr.sample = sample;
+  jr.tolerances = &tol;
+  jr.q = upload(q);
+  jr.k = upload(k);
+  jr.v = upload(v);
+  jr.out = upload(out);
+  auto rep = judge(jr);
+  if (rep.results.size() != 1) throw Error("judge_on_device: the engine returned no row");
+  Outcome o = std::move(rep.results.front().outcome);
+  o.figures["oracles"] = "device";
+  return o;
+#else
+  (void)check, (void)q, (void)k, (void)v, (void)out, (void)tol;
+  no_gpu("judge_on_device");
 #endif
 }
 

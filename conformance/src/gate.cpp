@@ -123,6 +123,38 @@ std::string check_order_key(const std::string& check) {
   return "99" + check;
 }
 
+// Where the oracle-judged results of a run with device oracles (CheckOptions::device_oracles)
+// were judged: "oracles: 12 results (accuracy, bitwise, subnormal) judged on the device engine:
+// 1048576 of 1048576 output rows compared with FP64 on the device (gpu.ref64), 24576 rows
+// emulated for budget and floor; 2 judged on the host (first: ...)"; "" for a run without them.
+std::string oracles_line(const GateReport& r) {
+  if (!r.meta.contains("oracles")) return "";
+  std::size_t on_device = 0, on_host = 0;
+  std::int64_t rows = 0, rows_total = 0, emulated = 0;
+  std::string first_host;
+  for (const auto& res : r.results) {
+    const auto& f = res.outcome.figures;
+    if (!f.is_object() || !f.contains("oracles")) continue;
+    if (f["oracles"] == "device") {
+      ++on_device;
+      if (f.contains("sample") && f["sample"].contains("coverage")) {
+        const auto& cov = f["sample"]["coverage"];
+        rows += cov.value("rows_compared_fp64", std::int64_t{0});
+        rows_total += cov.value("rows_total", std::int64_t{0});
+        emulated += cov.value("rows_emulated", std::int64_t{0});
+      }
+    } else {
+      ++on_host;
+      if (first_host.empty()) first_host = res.check + ": " + f.value("oracles_why", std::string("?"));
+    }
+  }
+  std::string s = fmt::format("oracles: {} results (accuracy, bitwise, subnormal) judged on the device engine: {} of {} "
+                              "output rows compared with FP64 on the device (gpu.ref64), {} rows emulated for budget and floor",
+                              on_device, rows, rows_total, emulated);
+  if (on_host > 0) s += fmt::format("; {} judged on the host (first: {})", on_host, first_host);
+  return s;
+}
+
 }  // namespace
 
 Shard parse_shard(std::string_view s) {
@@ -204,6 +236,7 @@ std::vector<Result> run_cases(const std::vector<Case>& cases, const ToleranceTab
   for (const auto& c : cases) {
     CheckOptions o = copt;
     o.refusal_row = c.check.empty() || c.check == "refusal";
+    if (o.device_oracles && o.device_threads <= 0) o.device_threads = std::max(1, omp_before);
     if (!o.refusal_row)
       for (const Check* m : match_checks(c.check)) o.refusal_row = o.refusal_row || m->name() == "refusal";
     Context ctx(c, kernel_named(c.kernel), tol, o);
@@ -222,6 +255,10 @@ GateReport run_gate(const GateOptions& opt) {
   const auto t0 = std::chrono::steady_clock::now();
   const ToleranceTable& tol = opt.tolerances ? *opt.tolerances : ToleranceTable::builtin();
   GateReport rep;
+  if (opt.check.device_oracles && !engine::has_device_backend())
+    throw Error("gate: device oracles (the FP64 reference, floor and comparisons on the device engine) need attest built "
+                "with a GPU backend; this one was built with ATTEST_GPU=none (ATTEST_GPU=cuda pip install ./python, or "
+                "scripts/device/build-python-cuda)");
   auto ex = expand(opt.cases, opt.profile, opt.selection);
   rep.errors = ex.errors;
   // An empty selection proves nothing: an input error (exit 2), before anything is written.
@@ -351,6 +388,7 @@ GateReport run_gate(const GateOptions& opt) {
   auto group_options = [&](const std::vector<Case>& group) {
     CheckOptions o = opt.check;
     for (const Case& c : group) o.refusal_row = o.refusal_row || c.check == "refusal";
+    if (o.device_oracles && o.device_threads <= 0) o.device_threads = std::max(1, omp_get_num_procs() / jobs);
     return o;
   };
   auto worker = [&] {
@@ -502,6 +540,8 @@ GateReport run_gate(const GateOptions& opt) {
     workers.push_back(self_worker);
     rep.meta["workers"] = workers;
   }
+  if (opt.check.device_oracles)
+    rep.meta["oracles"] = {{"where", "device"}, {"sample_macs", opt.check.device_sample_macs}};
   rep.meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
   rep.meta["tolerances"] = {{"source", tol.is_builtin() ? std::string("built-in") : tol.source()},
                             {"hash", tol.hash()}, {"builtin", tol.is_builtin()}};
@@ -540,6 +580,7 @@ std::string summary_table(const GateReport& r) {
   if (r.resumed) s += fmt::format(" ({} resumed from the journal)", r.resumed);
   s += "\n";
   if (const auto w = workers_line(r); !w.empty()) s += w + "\n";
+  if (const auto o = oracles_line(r); !o.empty()) s += o + "\n";
   // Coverage: cases judged / cases selected per kernel x check (`-` marks a check the kernel
   // does not declare, so n/a is allowed there).
   if (!r.coverage.empty()) {
@@ -582,6 +623,7 @@ std::string markdown_report(const GateReport& r) {
   s += fmt::format("Profile `{}`, cases `{}`, shard {}, suite `{}{}`, device {}, tolerances {}.\n\n", meta("profile"),
                    meta("cases"), meta("shard"), meta("commit"), dirty ? "+dirty" : "", meta("device"), tol);
   if (const auto w = workers_line(r); !w.empty()) s += "Fault containment: " + w + ".\n\n";
+  if (const auto o = oracles_line(r); !o.empty()) s += "Coverage of the " + o + ".\n\n";
   Table counts({{"verdict"}, {"cases", Align::right}});
   for (Verdict v : kAll) counts.add({std::string(verdict_name(v)), std::to_string(all.of(v))});
   counts.add({Cell::strong("total"), Cell::strong(std::to_string(all.total))});

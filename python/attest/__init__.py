@@ -95,6 +95,25 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
                   isolate=bool(hints.get("isolate", isolate)), call_timeout=float(call_timeout), accept=accept)
 
 
+def _oracles(oracles: Optional[str], device: Optional[str], fn: Callable) -> str:
+    """Where the C++ checks judge: "device" (the device engine: FP64 reference on the GPU by
+    gpu.ref64, the emulator on planned blocks, comparisons on the device) for a CUDA callable,
+    "host" otherwise; an explicit value wins. "device" needs the CUDA libattest_py: without it,
+    one AttestError naming cause and remedy, before any worker starts or any case runs."""
+    device = str(device or getattr(fn, "attest_declares", {}).get("device", "cpu"))
+    where = oracles or ("device" if device.startswith("cuda") else "host")
+    if where not in ("host", "device"):
+        raise AttestError(f"oracles '{where}' is not 'host' or 'device'")
+    if where == "device" and not device.startswith("cuda"):
+        raise AttestError(f"oracles='device' needs device='cuda' (the callable's tensors on the GPU); device is '{device}'")
+    if where == "device" and not N.gpu_backend():
+        raise AttestError("device='cuda' judges on the device engine (FP64 reference on the GPU), and this libattest_py was "
+                          "built without CUDA (ATTEST_GPU=none): install the CUDA build (ATTEST_GPU=cuda pip install "
+                          "./python, or scripts/device/build-python-cuda), or pass oracles='host' to judge on the host "
+                          "(slow at long sequences)")
+    return where
+
+
 def _bind(spec: B.Spec) -> B.Bound:
     bound = B.Bound(spec)
     _BOUND[bound.kernel] = bound  # the C++ kernel points at this object's ctypes callbacks
@@ -211,7 +230,8 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
          configs: Optional[Sequence[str]] = None, supports: Optional[Callable] = None, kwargs: Optional[dict] = None,
          ftz: bool = False, min_alignment: int = 0, causal_cross: bool = True, isolate: bool = True,
          call_timeout: float = 600.0, accept: Optional[dict] = None, reruns: int = 5, jobs: int = 1, tolerances: Optional[str] = None,
-         cases_text: Optional[str] = None, out: Optional[os.PathLike] = None) -> GateResult:
+         cases_text: Optional[str] = None, out: Optional[os.PathLike] = None, oracles: Optional[str] = None,
+         sample_macs: Optional[float] = None) -> GateResult:
     """Runs attest's gate on `fn(q, k, v, *, causal, scale, **kwargs) -> out | (out, lse)`.
 
     recipe      the numerical contract (named recipe or full string, docs/recipes.md): sets the
@@ -250,12 +270,22 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     torch's "No available kernel" counts too): one failed refusal row for the case, unless its
     declarations exclude the case.
     out         folder for gate.md / gate.json / junit.xml / summary.txt
+    oracles     where the C++ checks take the FP64 reference, noise floor and comparisons: None =
+                "device" for device="cuda" (the device engine: gpu.ref64 on every output row, the
+                emulator on planned blocks, comparisons on the device; needs the CUDA
+                libattest_py, else AttestError; workers are then spawned), "host" otherwise
+                (attest gate's oracles, the whole problem on the CPU). docs/python.md
+    sample_macs emulated multiply-adds per device-judged case for budget and floor (default 2^30)
     """
+    where = _oracles(oracles, device, fn)
     bound = _declare(fn, recipe, contract, name, device, dtype, layout, causal, masks, head_dims, gqa, cross,
                      head_dim_v, lse, deterministic, mutates_inputs, configs, supports, kwargs, ftz=ftz,
                      min_alignment=min_alignment, causal_cross=causal_cross, isolate=isolate,
                      call_timeout=call_timeout, accept=accept)
-    req: dict[str, Any] = {"kernel": bound.kernel, "profile": profile, "reruns": reruns, "jobs": jobs}
+    bound.spec.oracles = where
+    req: dict[str, Any] = {"kernel": bound.kernel, "profile": profile, "reruns": reruns, "jobs": jobs, "oracles": where}
+    if sample_macs is not None:
+        req["sample_macs"] = float(sample_macs)
     if cases_text is not None:
         req["cases_text"] = cases_text
     else:
@@ -300,6 +330,8 @@ def run_case(fn: Callable, descriptor: str, *, reruns: int = 5, tolerances: Opti
         raise AttestError(f"descriptor '{descriptor}': needs kernel=py.<name> and recipe=")
     declared.setdefault("name", m.group(1))
     contract = declared.pop("contract", "accuracy")
+    where = _oracles(declared.pop("oracles", None), declared.get("device"), fn)
+    sample_macs = declared.pop("sample_macs", None)
     more = _more(declared)
     bound = _bind(_spec(fn, recipe.group(1), contract, declared.pop("name"), declared.pop("device", None),
                 declared.pop("dtype", None), declared.pop("layout", "bhsd"), declared.pop("causal", "top_left"),
@@ -310,7 +342,10 @@ def run_case(fn: Callable, descriptor: str, *, reruns: int = 5, tolerances: Opti
     if declared:
         bound.close()
         raise AttestError(f"run_case: unknown declaration '{next(iter(declared))}'")
-    req: dict[str, Any] = {"descriptor": descriptor, "reruns": reruns}
+    bound.spec.oracles = where
+    req: dict[str, Any] = {"descriptor": descriptor, "reruns": reruns, "oracles": where}
+    if sample_macs is not None:
+        req["sample_macs"] = float(sample_macs)
     if tolerances:
         req["tolerances"] = str(tolerances)
     rc, reply, _ = _run("run_case", [bound], **req)

@@ -99,6 +99,10 @@ class Spec:
     accept: dict = field(default_factory=dict)  # check -> why: known failures accepted knowingly
     isolate: bool = True         # calls run in a worker process (python/attest/_worker.py)
     call_timeout: float = 600.0  # seconds: a call that takes longer is a hang (fault)
+    # Where the C++ checks take their FP64 reference, floor and comparisons: "host" (attest gate's
+    # oracles) or "device" (the device engine; attest.gate's default for device="cuda"). Set by the
+    # gate; "device" makes workers spawned (the parent then runs CUDA itself).
+    oracles: str = "host"
     stats: dict = field(default_factory=lambda: {"calls": 0, "fn_seconds": 0.0, "bridge_seconds": 0.0})
     last_error: Optional[str] = None
 

@@ -3,9 +3,11 @@ reuses (kernels/plugin/include/attest/plugin.h, version 1).
 
 Requests to the library are JSON objects; `call(op, **fields)` sends one and returns the reply:
 
-  gate      kernel, profile, cases | cases_text, recipe_glob, check, jobs, reruns, tolerances
-  run_case  descriptor, reruns, tolerances
+  gate      kernel, profile, cases | cases_text, recipe_glob, check, jobs, reruns, tolerances,
+            oracles: host | device, sample_macs
+  run_case  descriptor, reruns, tolerances, oracles, sample_macs
   list      what: kernels | recipes | checks | cases | profiles
+  build     {gpu_backend}: whether the library has the device engine
   merge     kernel, recipe, problem, dist, seed, shards, tolerances
   ladder    kernel, recipe, lengths, heads, heads_kv, head_dim, rows, blocks, slope_margin, dist, seed
   pair      kernel_a, kernel_b, contract, profile, cases | cases_text, tolerances
@@ -16,6 +18,7 @@ import ctypes
 import json
 import os
 from pathlib import Path
+from typing import Optional
 
 ABI_VERSION = 1
 MAX_RANK = 8
@@ -188,6 +191,18 @@ def call(op: str, **fields) -> tuple[int, dict]:
     if rc == 2:
         raise AttestError(reply.get("error", "unknown error"))
     return rc, reply
+
+
+_GPU_BACKEND: Optional[bool] = None
+
+
+def gpu_backend() -> bool:
+    """Whether libattest_py was built with a GPU backend (its device engine: gpu.ref64, device
+    comparisons). Asked once; starts no device runtime."""
+    global _GPU_BACKEND
+    if _GPU_BACKEND is None:
+        _GPU_BACKEND = bool(call("build")[1].get("gpu_backend", False))
+    return _GPU_BACKEND
 
 
 def register(name: str, desc: KernelDesc) -> str:

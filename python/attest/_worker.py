@@ -48,14 +48,24 @@ class WorkerUnavailable(N.AttestError):
     instead of rows blamed on the kernel."""
 
 
-def start_method() -> str:
+_PARENT_RUNS_CUDA = False  # a gate of this process judged on the device engine (start_method)
+
+
+def start_method(device_oracles: bool = False) -> str:
     """fork, or spawn where the parent has initialised CUDA (a forked child of it cannot use
-    CUDA); ATTEST_WORKER_START=fork|spawn overrides."""
+    CUDA) or will: a gate judged on the device engine (device_oracles, device="cuda") runs
+    gpu.ref64 in this process, so a worker restarted after a fault, or the next gate's, would be
+    forked from a parent with a live CUDA context. ATTEST_WORKER_START=fork|spawn overrides."""
     forced = os.environ.get(START_ENV, "auto").strip() or "auto"
     if forced not in ("auto", "fork", "spawn"):
         raise N.AttestError(f"{START_ENV}='{forced}' is not auto, fork or spawn")
     if forced != "auto":
         return forced
+    global _PARENT_RUNS_CUDA
+    if device_oracles:
+        _PARENT_RUNS_CUDA = True  # from now on: libattest_py's CUDA context may be live here
+    if _PARENT_RUNS_CUDA:
+        return "spawn"
     try:
         torch = C._torch()
     except Exception:  # noqa: BLE001 (a callable that does not use torch)
@@ -246,7 +256,7 @@ class Worker:
         self.history: list[dict] = []  # one entry per worker started: pid, calls, problems, end
 
     def _start(self) -> None:
-        method = start_method()
+        method = start_method(getattr(self.spec, "oracles", "host") == "device")
         ctx = mp.get_context(method)
         payload = self.spec if method == "fork" else _payload(self.spec)
         what = f"a worker process ({method}) for callable '{self.spec.name}'"

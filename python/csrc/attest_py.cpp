@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attest/conformance/case.hpp"
+#include "attest/conformance/engine.hpp"
 #include "attest/conformance/gate.hpp"
 #include "attest/conformance/suite.hpp"
 #include "attest/conformance/tolerance.hpp"
@@ -229,6 +230,20 @@ const conformance::ToleranceTable& tolerances(const json& req, conformance::Tole
 
 namespace {
 
+// The request's oracles (docs/python.md "device='cuda'"): "device" has the C++ checks take their
+// FP64 reference, floor and comparisons from the device engine (CheckOptions::device_oracles);
+// "host" (the default) judges on the host as `attest gate` does.
+void oracles(const json& req, conformance::CheckOptions& c) {
+  const std::string where = req.value("oracles", std::string("host"));
+  if (where != "host" && where != "device") throw Error("oracles '" + where + "' is not host or device");
+  c.device_oracles = where == "device";
+  if (c.device_oracles && !conformance::engine::has_device_backend())
+    throw Error("device='cuda' judges on the device engine, and this libattest_py was built without CUDA (ATTEST_GPU=none): "
+                "install the CUDA build (ATTEST_GPU=cuda pip install ./python, or scripts/device/build-python-cuda)");
+  if (req.contains("sample_macs") && !req.at("sample_macs").is_null()) c.device_sample_macs = req.at("sample_macs").get<double>();
+  if (!(c.device_sample_macs > 0)) throw Error("sample_macs must be > 0");
+}
+
 json op_gate(const json& req, int& rc) {
   conformance::GateOptions opt;
   opt.profile = conformance::Profile::load(req.value("profile", std::string("cpu")));
@@ -243,6 +258,7 @@ json op_gate(const json& req, int& rc) {
   opt.selection.check = req.value("check", std::string());
   opt.jobs = req.value("jobs", 1);
   opt.check.determinism_runs = req.value("reruns", 5);
+  oracles(req, opt.check);
   conformance::ToleranceTable tol;
   if (req.contains("tolerances") && !req.at("tolerances").is_null()) {
     tol = conformance::ToleranceTable::load(req.at("tolerances").get<std::string>());
@@ -266,6 +282,7 @@ json op_run_case(const json& req, int& rc) {
   const auto& tol = tolerances(req, holder);
   conformance::CheckOptions copt;
   copt.determinism_runs = req.value("reruns", 5);
+  oracles(req, copt);
   const auto results = conformance::run_cases({c}, tol, copt);
   json j;
   j["results"] = json::array();
@@ -368,6 +385,9 @@ int attest_py_call(const char* request_json, char** reply) {
       j = py::op_run_case(req, rc);
     } else if (op == "list") {
       j = py::op_list(req);
+    } else if (op == "build") {
+      // What this library was built with (compile time: starts no device runtime in the caller).
+      j = nlohmann::json{{"gpu_backend", conformance::engine::has_device_backend()}};
     } else if (op == "merge") {
       j = py::op_merge(req, rc);
     } else if (op == "ladder") {
@@ -383,7 +403,7 @@ int attest_py_call(const char* request_json, char** reply) {
     } else if (py::is_device_op(op)) {
       j = py::op_device(op, req, rc);
     } else {
-      throw Error("op '" + op + "' is not one of gate, run_case, list, merge, ladder, ladder_verdict, pair, kernel_info, supports, device_*");
+      throw Error("op '" + op + "' is not one of gate, run_case, list, build, merge, ladder, ladder_verdict, pair, kernel_info, supports, device_*");
     }
     if (reply != nullptr) *reply = py::dup(j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     return rc;

@@ -47,7 +47,9 @@ def main() -> int:
     declared = dict(attest.probe(sdpa, device="cuda"))  # the given device="cuda" plus what it learned
     summary["declared"] = {k: repr(v) for k, v in declared.items()}
     for i in range(2):
-        res = attest.gate(sdpa, cases="smoke", name=f"sdpa_fork{i}", **declared)
+        # oracles="host": the forked-worker path under test (device oracles run gpu.ref64 in this
+        # process and therefore spawn their workers; scripts/device/python_path.py covers them).
+        res = attest.gate(sdpa, cases="smoke", name=f"sdpa_fork{i}", oracles="host", **declared)
         counts = res.report["counts"]
         errors = [r["reason"][:200] for r in res.report["results"] if r["verdict"] in ("error", "fault")][:3]
         summary["gates"].append({"backend": res.report["meta"].get("backend"), "counts": counts,

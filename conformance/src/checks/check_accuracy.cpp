@@ -13,11 +13,38 @@ std::unique_ptr<Check> make_accuracy() {
   return make_check("accuracy", "error vs FP64 within alpha*budget + beta*floor + eps (out, lse)",
                     [](const Check& self, Context& ctx) {
                       const auto& k = ctx.baseline();
+                      std::string why;
+                      if (auto d = device_verdict(ctx, "accuracy", ctx.inputs(), k, why)) return std::move(*d);
                       auto o = judge_accuracy(ctx.tolerances().lookup(ctx.recipe_label(), self.name()), k.out, k.lse,
                                               ctx.ref64(), ctx.emu(), ctx.emu_rev());
                       o.figures["blocks"] = engine::block_figures(engine::ref_of(k.out), engine::ref_of(ctx.ref64().out), 64);
-                      return o;
+                      return host_judged(ctx, std::move(o), why);
                     });
+}
+
+std::optional<Outcome> device_verdict(const Context& ctx, const std::string& check, const datasets::Qkv& in,
+                                      const KernelOutput& k, std::string& why) {
+  if (!ctx.options().device_oracles) return std::nullopt;
+  if (!k.lse.empty()) {
+    why = "the kernel returns an LSE: the device engine judges out only, so the whole case is judged on the host";
+    return std::nullopt;
+  }
+  const Problem& p = ctx.problem();
+  engine::SampleArgs sa;
+  sa.max_macs = ctx.options().device_sample_macs;
+  sa.threads = ctx.options().device_threads;
+  // The problem's mask is explicit (the bridge called the kernel with it): its convention is the
+  // mask's own, so a causal cross problem is planned as the mask it names.
+  sa.causal = p.mask == Mask::causal_br ? "bottom_right" : "top_left";
+  Case c = ctx.the_case();
+  c.check = check;
+  try {
+    return engine::judge_on_device(c, check, in.q, in.k, in.v, k.out, ctx.tolerances(), sa, why);
+  } catch (const VerdictError&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw VerdictError(Verdict::error, std::string("device engine: ") + e.what());
+  }
 }
 
 }  // namespace attest::conformance::checks

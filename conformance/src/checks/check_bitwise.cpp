@@ -10,9 +10,14 @@ bool declared(const kernels::Kernel& k) { return k.capabilities().bitwise; }
 Outcome against_emulator(const Check&, Context& ctx) {
   if (!ctx.caps().bitwise) return unsupported("kernel " + ctx.kernel().name() + " declares no bitwise contract");
   if (!ctx.recipe().bitwise_capable()) return unsupported("recipe uses hardware exp2: no bitwise model exists");
+  std::string why;
+  // Device oracles: bits against the emulator on the engine's planned blocks (every block when
+  // the emulated work fits CheckOptions::device_sample_macs).
+  if (auto d = device_verdict(ctx, "bitwise", ctx.inputs(), ctx.baseline(), why)) return std::move(*d);
   const auto& emu = ctx.emu();
   const auto& k = ctx.baseline();
   nlohmann::json fig = nlohmann::json::object();
+  if (ctx.options().device_oracles) fig["oracles"] = "host", fig["oracles_why"] = why;
   const auto ce = metrics::compare(emu.out, emu.out, 0);
   if (ce.norm_ref == 0 && ce.nan_ref == 0) return mistrusted("emulator output is all zero: bitwise equality would prove nothing");
   auto d = bit_diff(k.out, emu.out, "out", fig);

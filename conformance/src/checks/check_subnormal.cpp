@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "attest/conformance/accuracy.hpp"
+#include "attest/conformance/engine.hpp"
 #include "common.hpp"
 
 namespace attest::conformance::checks {
@@ -50,8 +51,12 @@ class Subnormal final : public Check {
     float* v = in.v.data<float>();
     for (std::int64_t i = 0; i < in.v.numel(); ++i) v[i] = std::ldexp(v[i], -130);
     const auto k = ctx.run(p, in);
+    std::string why;
+    if (!ctx.caps().ftz && !(ctx.caps().bitwise && ctx.recipe().bitwise_capable()))
+      if (auto o = on_device(ctx, in, k, why)) return std::move(*o);
     const auto emu = ctx.emulate(p, in.q, in.k, in.v);
     nlohmann::json fig;
+    if (ctx.options().device_oracles) fig["oracles"] = "host", fig["oracles_why"] = why;
     const auto ce = metrics::compare(emu.out, emu.out, 0);
     // fp16 and unscaled FP8/FP4 V formats round 2^-130-scaled values to zero themselves: the
     // recipe never reaches a subnormal accumulator.
@@ -98,6 +103,35 @@ class Subnormal final : public Check {
   }
 
  private:
+  // Device oracles (CheckOptions::device_oracles), for a kernel that declares neither ftz nor a
+  // bitwise contract (those rules need the emulator's every element: host): the accuracy rule on
+  // the scaled inputs by the device engine, where a flushed output is 100% off. Whether the V
+  // format keeps 2^-130-scaled values at all is asked of the emulator on one head's first rows
+  // (element-wise casts only reach the engine, so those rows answer for every row).
+  static std::optional<Outcome> on_device(Context& ctx, const datasets::Qkv& in, const KernelOutput& k, std::string& why) {
+    if (!ctx.options().device_oracles) return std::nullopt;
+    const Problem& p = ctx.problem();
+    if (!p.ragged() && p.seqlen_q > 0 && p.seqlen_kv > 0 && engine::recipe_refusal(ctx.recipe()).empty()) {
+      Problem pp = p;
+      pp.batch = 1;
+      pp.heads_q = pp.heads_kv = 1;
+      pp.seqlen_q = std::min<std::int64_t>(p.seqlen_q, 8);
+      pp.mask = Mask::none;
+      pp.softmax_scale = p.scale();
+      const std::int64_t lo[4] = {0, 0, 0, 0}, hq[4] = {1, pp.seqlen_q, 1, p.head_dim},
+                         hk[4] = {1, p.seqlen_kv, 1, p.head_dim}, hv[4] = {1, p.seqlen_kv, 1, p.head_dim_v};
+      const auto probe = ctx.emulate(pp, engine::gather(engine::ref_of(in.q), lo, hq), engine::gather(engine::ref_of(in.k), lo, hk),
+                                     engine::gather(engine::ref_of(in.v), lo, hv));
+      if (metrics::compare(probe.out, probe.out, 0).norm_ref == 0)
+        return unsupported("the recipe's V format flushes 2^-130-scaled values itself: no subnormal accumulator to test");
+    }
+    auto o = device_verdict(ctx, "accuracy", in, k, why);
+    if (!o) return o;
+    o->figures["scale"] = "2^-130";
+    if (o->verdict == Verdict::failed) o->reason = "V scaled by 2^-130 (subnormal-range outputs): " + o->reason;
+    return o;
+  }
+
   static Outcome judge_ftz(Context& ctx, const datasets::Qkv& in, const KernelOutput& k, const ref::EmulatorOutput& emu,
                            std::int64_t flushed_n, std::int64_t nonzero, nlohmann::json& fig) {
     const Problem& p = ctx.problem();

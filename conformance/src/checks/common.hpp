@@ -4,6 +4,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -53,6 +54,22 @@ inline std::string output_diff(const KernelOutput& test, const KernelOutput& ref
   if (!d.empty()) return d;
   if (!test.lse.empty() && !ref.lse.empty()) return bit_diff(test.lse, ref.lse, what + " lse", figures);
   return {};
+}
+
+/// The device engine's verdict of `check` (accuracy or bitwise) on the kernel output `k` of
+/// inputs `in` (CheckOptions::device_oracles; engine::judge_on_device, check_accuracy.cpp), or
+/// nullopt: not asked, an LSE to judge (the engine judges out only), or a case the engine does not
+/// take -- then `why` says which and the caller judges on the host as without the option.
+std::optional<Outcome> device_verdict(const Context& ctx, const std::string& check, const datasets::Qkv& in,
+                                      const KernelOutput& k, std::string& why);
+/// Records on a host verdict why the device engine did not judge it (device_oracles only).
+inline Outcome host_judged(const Context& ctx, Outcome o, const std::string& why) {
+  if (ctx.options().device_oracles) {
+    if (!o.figures.is_object()) o.figures = nlohmann::json::object();
+    o.figures["oracles"] = "host";
+    o.figures["oracles_why"] = why;
+  }
+  return o;
 }
 
 /// Checks that need same bits across runs cannot judge a kernel that does not promise them.

@@ -103,6 +103,17 @@ struct CheckOptions {
   /// Without one (a selection that leaves refusal out), every check fails with the refusal, so
   /// that a kernel refusing what it declares can never pass silently.
   bool refusal_row = false;
+  /// The kernel computes on the device (the Python gate with device="cuda"): accuracy (and
+  /// bitwise, subnormal) take their FP64 reference, floor and comparisons from the device engine
+  /// (engine::judge_on_device: gpu.ref64 on every row, the emulator on planned blocks) instead of
+  /// the host oracles of the whole problem; cases the engine does not take stay on the host.
+  /// Needs a library built with a GPU backend (run_gate throws attest::Error otherwise).
+  bool device_oracles = false;
+  /// Emulated work per device-judged case (engine::SampleArgs::max_macs): the budget and floor
+  /// come from the emulator on that many multiply-adds of planned blocks (all of them below it).
+  double device_sample_macs = 1073741824.0;  // 2^30: about 1.3 s of emulator and floor twin on 16 cores
+  /// OpenMP threads of that emulation (0: the processors divided among the gate's jobs).
+  int device_threads = 0;
 };
 
 /// Shared state of one (kernel, recipe, problem, dist, seed) group. Not thread-safe: one

@@ -26,6 +26,7 @@
 /// The Python binding (python/csrc) and the C++ callers use these functions; no verdict is
 /// computed anywhere else.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +46,7 @@ struct SampleArgs {
   std::int64_t rows = 64;               ///< query rows per block
   double max_macs = 8589934592.0;       ///< 2^33 multiply-adds of emulated work (about ten seconds on 16 cores)
   std::string causal = "top_left";      ///< the callable's causal convention: top_left or bottom_right
+  int threads = 0;                      ///< OpenMP threads of the emulator (0: the caller's setting)
 };
 
 /// One planned block: rows [r0, r1) of (batch b, head h), keys [0, kend).
@@ -128,6 +130,20 @@ void generate(const Problem& p, datasets::Distribution dist, std::uint64_t seed,
 
 /// {backend, devices, device, arch}.
 nlohmann::json info();
+/// Whether this library was built with a GPU backend (compile time; starts no device runtime).
+bool has_device_backend();
+
+/// The gate's oracles on the device (CheckOptions::device_oracles; the Python gate with
+/// device="cuda", docs/python.md): a check's host-resident kernel output judged by judge() on
+/// device copies of the case's inputs and of that output (one upload of each): the FP64
+/// reference of every row by gpu.ref64, comparisons on the device, the emulator and its floor
+/// twin on the planned blocks (SampleArgs::max_macs). `check` is accuracy or bitwise. Returns
+/// nullopt where the engine does not take the case (refusal(): quantized recipes, ragged
+/// problems, a mask clipping rows), with the reason in `why`: the caller then judges on the host.
+/// Throws attest::Error in a build without a GPU backend.
+std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, const Tensor& q, const Tensor& k,
+                                       const Tensor& v, const Tensor& out, const ToleranceTable& tol,
+                                       const SampleArgs& sample, std::string& why);
 
 /// Per-block figures of `test` against `ref` (same logical shape [B,S,H,D], host or device):
 /// {count, rows_per_block, nonfinite_blocks, whole, worst: {at, rel_l2, max_rel, ...}}, the

@@ -1,0 +1,179 @@
+"""The Python path on the GPU (issue 33): the callback gate with device="cuda" judged on the
+device engine (FP64 reference by gpu.ref64, emulator on planned blocks, comparisons on the
+device), with the CUDA libattest_py of build/py-cuda-bundle (scripts/device/build-python-cuda).
+
+Writes one JSON (argv[1]) with:
+  card, torch, attest_gpu_backend
+  cuda_build_gate       {error_rows, passed, counts, seconds, oracles}: torch SDPA, cases="smoke",
+                        device="cuda", isolate=True, declarations from attest.probe
+  spawned_closure_gate  {error_rows, counts, methods}: CUDA initialised in this process first,
+                        then a closure with supports=lambda gated on smoke: workers are spawned
+  pair_flash_cudnn      {failed_rows, counts}: attest.pair of SDPA forced to FLASH_ATTENTION vs
+                        CUDNN_ATTENTION, contract="accuracy", smoke, declarations per side
+  casefile_s            seconds of the gate on docs/results/python-path/cases.txt with every check
+                        (the goal: <= 30 s on an H100), with casefile {counts, passed, ...}
+Each part runs in its own try/except (an error string instead of its figures); the JSON is
+rewritten after every part, so a run stopped by a time limit keeps what finished.
+
+  PYTHONPATH=build/py-cuda-bundle python3 scripts/device/python_path.py $OUT/python_path.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+import attest
+from attest import _native
+
+ROOT = Path(__file__).resolve().parents[2]
+CASES = ROOT / "docs" / "results" / "python-path" / "cases.txt"
+BAD = ("error", "fault")
+
+
+def sdpa(q, k, v, *, causal, scale):
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def sdpa_backend(backend):
+    from torch.nn.attention import sdpa_kernel  # noqa: PLC0415
+
+    def fn(q, k, v, *, causal, scale):
+        with sdpa_kernel(backend):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale,
+                                                  enable_gqa=q.shape[1] != k.shape[1])
+    fn.__name__ = f"sdpa_{backend.name.lower()}"
+    return fn
+
+
+def counts(res) -> dict:
+    return res.report.get("counts") or res.counts()
+
+
+def error_rows(results) -> int:
+    return sum(1 for r in results if r.get("verdict") in BAD)
+
+
+def first_problems(results, n=5) -> list:
+    return [f"{r.get('check')} {r.get('problem')} {r.get('dist')}: {r.get('verdict')}: {str(r.get('reason'))[:240]}"
+            for r in results if r.get("verdict") not in ("passed", "unsupported", "accepted")][:n]
+
+
+def oracles_line(res) -> str:
+    return next((line for line in res.summary.splitlines() if line.startswith("oracles:")), "")
+
+
+def check_seconds(results) -> dict:
+    s: dict = {}
+    for r in results:
+        s[r["check"]] = round(s.get(r["check"], 0.0) + float(r.get("seconds") or 0.0), 2)
+    return s
+
+
+def main() -> int:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else Path("python_path.json")
+    summary: dict = {"torch": torch.__version__}
+    t_all = time.perf_counter()
+
+    def save():
+        summary["total_s"] = round(time.perf_counter() - t_all, 1)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(summary, indent=1) + "\n")
+
+    def part(name, f):
+        t0 = time.perf_counter()
+        try:
+            summary[name] = f()
+        except BaseException as e:  # noqa: BLE001 (one part's failure must not lose the others)
+            summary[name] = {"error": f"{type(e).__name__}: {e}"[:2000], "trace": traceback.format_exc()[-2000:]}
+        summary.setdefault("part_s", {})[name] = round(time.perf_counter() - t0, 1)
+        print(f"== {name} [{summary['part_s'][name]} s]: {json.dumps(summary[name])[:600]}", flush=True)
+        save()
+
+    def card():
+        # Asked at the end as well: get_device_name() initialises CUDA in this process, and the
+        # first parts should start their workers and probes the way a user's fresh process does.
+        try:
+            summary["card"] = torch.cuda.get_device_name()
+        except BaseException as e:  # noqa: BLE001
+            summary["card"] = f"error: {e}"
+
+    summary["card"] = None
+    try:
+        summary["attest_gpu_backend"] = _native.gpu_backend()
+    except BaseException as e:  # noqa: BLE001
+        summary["attest_gpu_backend"] = f"error: {e}"
+    save()
+    declared: dict = {}
+
+    def cuda_build_gate():
+        declared.update(dict(attest.probe(sdpa, device="cuda")))
+        t0 = time.perf_counter()
+        res = attest.gate(sdpa, cases="smoke", name="sdpa_smoke", **declared)
+        secs = time.perf_counter() - t0
+        return {"error_rows": error_rows(res.results), "passed": res.passed, "counts": counts(res),
+                "seconds": round(secs, 1), "oracles": oracles_line(res),
+                "methods": sorted({w["method"] for w in res.report.get("workers", [])}),
+                "declared": {k: repr(v) for k, v in declared.items()}, "problems": first_problems(res.results)}
+
+    def spawned_closure_gate():
+        torch.ones(1, device="cuda")  # CUDA initialised in this process: workers must be spawned
+        card()
+        scale_mul = 1.0  # captured: the callable is a closure, not a module-level function
+
+        def closure_sdpa(q, k, v, *, causal, scale):
+            return F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=scale * scale_mul,
+                                                  enable_gqa=q.shape[1] != k.shape[1])
+        decl = {k: v for k, v in declared.items() if k not in ("supports", "name")}
+        decl.setdefault("device", "cuda")
+        res = attest.gate(closure_sdpa, cases="smoke", name="closure_sdpa",
+                          supports=lambda p: None if p["head_dim"] <= 256 else "head_dim > 256", **decl)
+        return {"error_rows": error_rows(res.results), "counts": counts(res), "passed": res.passed,
+                "methods": sorted({w["method"] for w in res.report.get("workers", [])}),
+                "seconds": round(res.seconds, 1), "problems": first_problems(res.results)}
+
+    def pair_flash_cudnn():
+        from torch.nn.attention import SDPBackend  # noqa: PLC0415
+
+        a, b = sdpa_backend(SDPBackend.FLASH_ATTENTION), sdpa_backend(SDPBackend.CUDNN_ATTENTION)
+        da, db = dict(attest.probe(a, device="cuda")), dict(attest.probe(b, device="cuda"))
+        t0 = time.perf_counter()
+        rc, results = attest.pair(a, b, contract="accuracy", device="cuda", cases="smoke", declared_a=da, declared_b=db)
+        c: dict = {}
+        for r in results:
+            c[r["verdict"]] = c.get(r["verdict"], 0) + 1
+        return {"failed_rows": sum(1 for r in results if r["verdict"] not in ("passed", "unsupported", "accepted")),
+                "counts": c, "exit_code": rc, "seconds": round(time.perf_counter() - t0, 1),
+                "problems": first_problems(results)}
+
+    def casefile():
+        if not declared:
+            declared.update(dict(attest.probe(sdpa, device="cuda")))
+        t0 = time.perf_counter()
+        res = attest.gate(sdpa, cases=str(CASES), name="sdpa_long", **declared)
+        secs = time.perf_counter() - t0
+        summary["casefile_s"] = round(secs, 1)
+        return {"seconds": round(secs, 1), "counts": counts(res), "passed": res.passed,
+                "error_rows": error_rows(res.results), "oracles": oracles_line(res),
+                "check_seconds": check_seconds(res.results), "stats": res.stats,
+                "problems": first_problems(res.results, 10)}
+
+    # The case file second: the goal's number, before the parts a time limit could cut.
+    part("cuda_build_gate", cuda_build_gate)
+    part("casefile", casefile)
+    part("spawned_closure_gate", spawned_closure_gate)
+    part("pair_flash_cudnn", pair_flash_cudnn)
+    card()
+    summary.setdefault("casefile_s", None)
+    save()
+    print(json.dumps({k: summary[k] for k in ("card", "casefile_s", "total_s")}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
