@@ -137,6 +137,26 @@ void copy_values(const Tensor& src, const Tensor& dst) {
   float* d = reinterpret_cast<float*>(dst.storage().data());
   (void)src.data<float>();
   (void)dst.data<float>();
+  if (src.rank() == 4) {
+    // Rank 4 (every q, k, v, out of a call): rows along the last dimension, one memcpy where both
+    // rows are contiguous. The same element pairs as the odometer below, without its per-element
+    // index arithmetic (most of a long-sequence gate's input set-up).
+    const auto& ss = src.strides();
+    const auto& ds = dst.strides();
+    const std::int64_t n3 = src.dim(3);
+    for (std::int64_t i0 = 0; i0 < src.dim(0); ++i0)
+      for (std::int64_t i1 = 0; i1 < src.dim(1); ++i1)
+        for (std::int64_t i2 = 0; i2 < src.dim(2); ++i2) {
+          const float* rs = s + src.offset() + i0 * ss[0] + i1 * ss[1] + i2 * ss[2];
+          float* rd = d + dst.offset() + i0 * ds[0] + i1 * ds[1] + i2 * ds[2];
+          if (ss[3] == 1 && ds[3] == 1) {
+            if (n3 > 0) std::memcpy(rd, rs, static_cast<std::size_t>(n3) * sizeof(float));
+          } else {
+            for (std::int64_t i3 = 0; i3 < n3; ++i3) rd[i3 * ds[3]] = rs[i3 * ss[3]];
+          }
+        }
+    return;
+  }
   for_each_index(src.shape(), [&](const Shape& idx) { d[offset_of(dst, idx)] = s[offset_of(src, idx)]; });
 }
 

@@ -8,6 +8,8 @@
 #include <tuple>
 
 #include "attest/conformance/engine.hpp"
+#include "attest/conformance/gate.hpp"
+#include "attest/core/status.hpp"
 #include "attest/core/recipe.hpp"
 #include "attest/datasets/distributions.hpp"
 #include "attest/metrics/tensor_metrics.hpp"
@@ -110,6 +112,32 @@ TEST(Engine, ChecksumSeesAnyOneElementAndNotTheLayout) {
   Tensor w = f.in.v.contiguous();
   w.view<float, 4>()(0, 699, 3, 63) = -w.view<float, 4>()(0, 699, 3, 63);
   EXPECT_NE(checksum(ref_of(w)), a);
+}
+
+// The gate's device oracles (CheckOptions::device_oracles): a case the engine refuses is left to
+// the host with the reason; a build without a GPU backend refuses the whole run up front (one
+// input error, never rows), and judge_on_device says why it cannot run.
+TEST(Engine, DeviceOraclesRefuseWhatTheEngineDoesNotTakeAndNeedAGpuBuild) {
+  Fixture f;
+  Case q = f.c;
+  q.recipe = parse_recipe("sage_int8_fp8_perblock");
+  std::string why;
+  SampleArgs sa;
+  EXPECT_FALSE(judge_on_device(q, "accuracy", f.in.q, f.in.k, f.in.v, f.out, ToleranceTable::builtin(), sa, why));
+  EXPECT_NE(why.find("element-wise cast"), std::string::npos) << why;
+  if (has_device_backend()) GTEST_SKIP() << "this build has the device engine";
+  EXPECT_THROW((void)judge_on_device(f.c, "accuracy", f.in.q, f.in.k, f.in.v, f.out, ToleranceTable::builtin(), sa, why),
+               Error);
+  GateOptions opt;
+  opt.profile = Profile::load("cpu");
+  opt.cases = CaseFile::load("smoke");
+  opt.check.device_oracles = true;
+  try {
+    (void)run_gate(opt);
+    ADD_FAILURE() << "run_gate ran with device oracles in a CPU build";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("ATTEST_GPU=none"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
