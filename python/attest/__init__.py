@@ -109,7 +109,7 @@ def _oracles(oracles: Optional[str], device: Optional[str], fn: Callable) -> str
     if where == "device" and not N.gpu_backend():
         raise AttestError("device='cuda' judges on the device engine (FP64 reference on the GPU), and this libattest_py was "
                           "built without CUDA (ATTEST_GPU=none): install the CUDA build (ATTEST_GPU=cuda pip install "
-                          "./python, or scripts/device/build-python-cuda), or pass oracles='host' to judge on the host "
+                          "./python, or scripts/device/build py-cuda), or pass oracles='host' to judge on the host "
                           "(slow at long sequences)")
     return where
 

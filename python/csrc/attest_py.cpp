@@ -239,7 +239,7 @@ void oracles(const json& req, conformance::CheckOptions& c) {
   c.device_oracles = where == "device";
   if (c.device_oracles && !conformance::engine::has_device_backend())
     throw Error("device='cuda' judges on the device engine, and this libattest_py was built without CUDA (ATTEST_GPU=none): "
-                "install the CUDA build (ATTEST_GPU=cuda pip install ./python, or scripts/device/build-python-cuda)");
+                "install the CUDA build (ATTEST_GPU=cuda pip install ./python, or scripts/device/build py-cuda)");
   if (req.contains("sample_macs") && !req.at("sample_macs").is_null()) c.device_sample_macs = req.at("sample_macs").get<double>();
   if (!(c.device_sample_macs > 0)) throw Error("sample_macs must be > 0");
 }

@@ -508,7 +508,7 @@ def job_gate(args, out):
     for i, line in enumerate(lines):
         kw = dict(cases_text=line + "\n") if line is not None else dict(cases=args.cases)
         try:
-            res = attest.gate(fn, recipe=rec["recipe"], contract="accuracy", device=args.device, dtype="float32",
+            res = attest.gate(fn, oracles="host", recipe=rec["recipe"], contract="accuracy", device=args.device, dtype="float32",
                               masks=("none", "causal_tl"), lse=rec["lse"], supports=make_supports(fn, args.device),
                               configs=configs, jobs=args.jobs, out=out / "gate" / f"part{i}", name=fn.__name__,
                               isolate=False, **kw)
@@ -693,7 +693,7 @@ def job_delayed(args, out):
         for n in "qkv":
             dc.push(n, 8.0)
         desc = f"kernel=py.fp8_delayed recipe={recipe_name()} problem=b1h4s256d64 dist=normal seed=1 check=accuracy"
-        rc, results, _ = attest.run_case(dc, desc, device=args.device, dtype="float32", name="fp8_delayed", configs=(),
+        rc, results, _ = attest.run_case(dc, desc, oracles="host", device=args.device, dtype="float32", name="fp8_delayed", configs=(),
                                       lse=True, isolate=False)
         case = {"descriptor": desc, "exit_code": rc, "scales": dc.scales(),
                 "results": [{k2: r.get(k2) for k2 in ("check", "verdict", "reason")} for r in results]}
@@ -722,7 +722,7 @@ def job_planted(args, out):
         t1 = time.time()
         try:
             fn = kernel_fn(args, bug=bug)
-            res = attest.gate(fn, recipe=rname, contract="accuracy", cases_text=PLANTED_CASES, check="accuracy",
+            res = attest.gate(fn, oracles="host", recipe=rname, contract="accuracy", cases_text=PLANTED_CASES, check="accuracy",
                               device=args.device, dtype="float32", masks=("none", "causal_tl"), lse=True,
                               supports=make_supports(fn, args.device), configs=(), jobs=args.jobs, name=fn.__name__, isolate=False)
             row["gate_counts"] = res.counts()
@@ -770,7 +770,7 @@ def job_sage(args, out):
     def sage(q, k, v, *, causal, scale):
         return sageattn(q, k, v, tensor_layout="HND", is_causal=causal, sm_scale=scale)
 
-    res = attest.gate(sage, recipe=recipe, contract="bitwise", cases_text=SAGE_CASES, check="bitwise", device="cuda",
+    res = attest.gate(sage, oracles="host", recipe=recipe, contract="bitwise", cases_text=SAGE_CASES, check="bitwise", device="cuda",
                       dtype="float32", masks=("none",), head_dim_v=False, gqa=False, cross=False, mutates_inputs=True,
                       configs=(), name="sage_bitwise", out=out / "sage", isolate=False)
     rows = [r for r in res.results if r.get("check") == "bitwise"]

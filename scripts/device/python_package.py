@@ -85,7 +85,7 @@ def job_sdpa(args, out):
                 continue
             fn = sdpa_backend(be)
             try:
-                res = attest.gate(fn, recipe=rec, device=args.device, cases=args.cases,
+                res = attest.gate(fn, oracles="host", recipe=rec, device=args.device, cases=args.cases,
                                   supports=probing_supports(fn, args.device, dt),
                                   out=out / "sdpa" / f"{be.name.lower()}_{rec}", name=f"{fn.__name__}_{rec}")
                 summary[f"{be.name}_{rec}"] = {"exit_code": res.exit_code, "counts": res.counts(), "seconds": res.seconds,
@@ -135,7 +135,7 @@ def job_flex(args, out):
         record("flex", "eager vs compile (bitwise)", "equal" if rc == 0 else "differ",
                "; ".join(f"{r['problem']}: {r['verdict']}" for r in results)[:300])
         # Few checks: every new layout or shape is a recompile (dynamo's limit is 8 per function).
-        res = attest.gate(comp, recipe="bf16", device=args.device, cases_text=FLEX_CASES, masks=("none", "causal_tl"),
+        res = attest.gate(comp, oracles="host", recipe="bf16", device=args.device, cases_text=FLEX_CASES, masks=("none", "causal_tl"),
                           head_dim_v=False, cross=False, check="accuracy,determinism,poison", configs=(),
                           out=out / "flex" / "gate_compiled")
         record("flex", "compiled through gate", "PASSED" if res.passed else "FAILED",
@@ -178,11 +178,11 @@ def job_sage(args, out):
                   supports=supports)
     try:
         # As shipped: sageattn subtracts the K mean from k in place (k -= km); attest's input guard says so.
-        res = attest.gate(sage, cases=args.cases, check="accuracy", name="sage_as_shipped", **common)
+        res = attest.gate(sage, oracles="host", cases=args.cases, check="accuracy", name="sage_as_shipped", **common)
         reasons = {r["reason"][:160] for r in res.failures}
         record("sage", "as shipped (inputs guarded)", "PASSED" if res.passed else "FAILED",
                f"{counts_text(res)} {'; '.join(sorted(reasons))[:200]}")
-        res = attest.gate(sage, cases=args.cases, mutates_inputs=True, out=out / "sage" / "gate", name="sage", **common)
+        res = attest.gate(sage, oracles="host", cases=args.cases, mutates_inputs=True, out=out / "sage" / "gate", name="sage", **common)
         record("sage", f"gate under {recipe}", "PASSED" if res.passed else "FAILED",
                f"{counts_text(res)} fails[{failed_checks(res)}] {res.seconds:.1f} s")
     except Exception as e:  # noqa: BLE001
@@ -223,7 +223,7 @@ def job_broken(args, out):
         return
     from torch.nn.attention import SDPBackend  # noqa: PLC0415
     fn = StaleBuffer(sdpa_backend(SDPBackend.FLASH_ATTENTION))
-    res = attest.gate(fn, recipe="bf16", device="cuda", cases_text=BROKEN_CASES, check="call_path",
+    res = attest.gate(fn, oracles="host", recipe="bf16", device="cuda", cases_text=BROKEN_CASES, check="call_path",
                       out=out / "broken" / "gate")
     reasons = [r["reason"] for r in res.failures]
     ok = not res.passed and any("graph" in r for r in reasons)
@@ -295,7 +295,7 @@ def job_overhead(args, out):
     for problem in ("b1h8s1024d128", "b1h8s4096d128", "b2h16s8192d128") if args.device == "cuda" else ("b1h2s256d64",):
         desc = f"kernel=py.overhead recipe=bf16 problem={problem} dist=normal seed=1 check=determinism"
         t0 = time.time()
-        attest.run_case(fn, desc, reruns=20, device=args.device, name="overhead", configs=())
+        attest.run_case(fn, desc, oracles="host", reruns=20, device=args.device, name="overhead", configs=())
         wall = time.time() - t0
         st = attest._BOUND["py.overhead"].spec.stats
         calls, fn_s, br = st["calls"], st["fn_seconds"], st["bridge_seconds"]

@@ -1,6 +1,6 @@
 """The Python path on the GPU (issue 33): the callback gate with device="cuda" judged on the
 device engine (FP64 reference by gpu.ref64, emulator on planned blocks, comparisons on the
-device), with the CUDA libattest_py of build/py-cuda-bundle (scripts/device/build-python-cuda).
+device), with the CUDA libattest_py of build/py-cuda-bundle (scripts/device/build py-cuda).
 
 Writes one JSON (argv[1]) with:
   card, torch, attest_gpu_backend
