@@ -203,17 +203,14 @@ std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const
       a.heads_q = n;
       a.heads_kv = n / group;
       const auto dt = [](const TensorRef& x, i64 bb, i64 hh) {
-        gpu::DeviceTensor t;
-        t.data = const_cast<void*>(sub(x, {bb, 0, hh, 0}, {1, 1, 1, 1}).data);
-        t.type = gpu::ElemType::f32;
-        for (int i = 0; i < 4; ++i) t.stride[i] = x.stride[i];
-        return t;
+        return sub(x, {bb, 0, hh, 0}, {1, 1, 1, 1});  // f32 device tensor from generate_inputs
       };
       a.q = dt(q, b, h0);
       a.k = dt(k, b, h0 / group);
       a.v = dt(v, b, h0 / group);
       a.out.data = scratch.data();
-      a.out.type = gpu::ElemType::f64;
+      a.out.dtype = DType::f64;
+      a.out.device = true;
       a.out.stride[0] = S * n * Dv;
       a.out.stride[1] = n * Dv;
       a.out.stride[2] = Dv;

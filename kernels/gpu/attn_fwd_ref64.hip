@@ -22,7 +22,7 @@ struct Params {
   double scale;
   const i64* cu_q;
   const i64* cu_kv;
-  DeviceTensor q, k, v, out, lse;
+  TensorRef q, k, v, out, lse;
 };
 
 __device__ inline i64 len_q(const Params& p, i64 b) { return p.cu_q ? p.cu_q[b + 1] - p.cu_q[b] : p.seqlen_q; }
@@ -38,19 +38,20 @@ __device__ inline i64 visible(const Params& p, i64 lq, i64 lk, i64 i) {
 }
 
 // Element offset of (b, token s, head h, channel d); ragged tensors index tokens cu[b] + s.
-__device__ inline i64 offset(const DeviceTensor& t, const i64* cu, i64 b, i64 s, i64 h, i64 d) {
+__device__ inline i64 offset(const TensorRef& t, const i64* cu, i64 b, i64 s, i64 h, i64 d) {
   if (cu) return (cu[b] + s) * t.stride[1] + h * t.stride[2] + d * t.stride[3];
   return b * t.stride[0] + s * t.stride[1] + h * t.stride[2] + d * t.stride[3];
 }
 
 template <class TIn>
-__device__ inline double load(const DeviceTensor& t, i64 off) {
+__device__ inline double load(const TensorRef& t, i64 off) {
   return static_cast<double>(static_cast<const TIn*>(t.data)[off]);
 }
 
-__device__ inline void store(const DeviceTensor& t, i64 off, double v) {
-  if (t.type == ElemType::f64) static_cast<double*>(t.data)[off] = v;
-  else static_cast<float*>(t.data)[off] = static_cast<float>(v);
+__device__ inline void store(const TensorRef& t, i64 off, double v) {
+  void* data = const_cast<void*>(t.data);  // out and lse: the caller's writable buffers
+  if (t.dtype == DType::f64) static_cast<double*>(data)[off] = v;
+  else static_cast<float*>(data)[off] = static_cast<float>(v);
 }
 
 // Max that keeps NaN: once a NaN logit is seen the row stays NaN, as in the reference.
@@ -346,7 +347,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
     for (int r = 0; r < 2; ++r) {
       const double m_new = nan_max(m[r], quad_max(tile_max[r]));
       shift[r] = m_new == -INFINITY ? 0.0 : m_new;
-      alpha[r] = exp(m[r] - shift[r]);
+      // exp(0) is exactly 1: an unchanged maximum skips the call, bit for bit the same alpha.
+      alpha[r] = m[r] == shift[r] ? 1.0 : exp(m[r] - shift[r]);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
@@ -358,10 +360,14 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
         s[n][v] = exp(s[n][v] - shift[r]);  // s now holds P
         l[r] += s[n][v];  // per-lane partial; the 4 lanes of a row share alpha, so the partials add up to l
       }
+    // x * 1 is x (NaN and infinities included): once no row of the warp has a new maximum the
+    // rescale of O is skipped, bit for bit the same O (+1% at b1h24s8192d128, H100;
+    // docs/results/complete-gpu/README.md).
+    if (__any_sync(0xffffffffu, alpha[0] != 1.0 || alpha[1] != 1.0))
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+      for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int v = 0; v < 4; ++v) o[n][v] *= alpha[v >> 1];
+        for (int v = 0; v < 4; ++v) o[n][v] *= alpha[v >> 1];
 
     if (!v_nonfinite) {
 #pragma unroll
@@ -435,7 +441,13 @@ void validate(const Ref64Args& a) {
   if (!(a.scale > 0) || !std::isfinite(a.scale)) fail("scale must be finite and > 0");
   if ((a.cu_q == nullptr) != (a.cu_kv == nullptr)) fail("ragged problems need both cu_q and cu_kv");
   if (!a.q.data || !a.k.data || !a.v.data || !a.out.data) fail("q, k, v and out must be set");
-  if (a.q.type != a.k.type || a.q.type != a.v.type) fail("q, k and v must have one element type");
+  if (a.q.dtype != a.k.dtype || a.q.dtype != a.v.dtype) fail("q, k and v must have one element type");
+  const auto check = [&](const TensorRef& t, const char* what) {
+    if (t.dtype != DType::f32 && t.dtype != DType::f64) fail(std::string(what) + " must be f32 or f64");
+    if (!t.device) fail(std::string(what) + " must be device memory (TensorRef::device)");
+  };
+  check(a.q, "q"), check(a.k, "k"), check(a.v, "v"), check(a.out, "out");
+  if (a.lse.data) check(a.lse, "lse");
   if (a.batch * a.seqlen_q > 0x7FFFFFFF || a.heads_q > 65535 || a.batch > 65535) fail("grid too large");
 }
 
@@ -488,7 +500,7 @@ void attn_fwd_ref64(const Ref64Args& a, Ref64Path path, void* stream) {
   validate(a);
   const Params p = to_params(a);
   const auto st = static_cast<hipStream_t>(stream);
-  const bool f64 = a.q.type == ElemType::f64;
+  const bool f64 = a.q.dtype == DType::f64;
   if (ref64_resolve(a, path) == Ref64Path::portable) {
     const dim3 grid(static_cast<unsigned>(a.batch * a.seqlen_q), static_cast<unsigned>(a.heads_q));
     const size_t shared = static_cast<size_t>(a.head_dim + a.head_dim_v + 2 * kPortableThreads) * sizeof(double);

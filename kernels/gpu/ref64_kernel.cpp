@@ -22,10 +22,11 @@ namespace {
 constexpr const char* kF32Recipe = "q=f32;k=f32;v=f32;p=f32;out=f32";
 
 /// A contiguous f32 device tensor of `tokens` x `heads` x `dim` per batch element.
-gpu::DeviceTensor contiguous(const void* p, std::int64_t tokens, std::int64_t heads, std::int64_t dim) {
-  gpu::DeviceTensor t;
-  t.data = const_cast<void*>(p);
-  t.type = gpu::ElemType::f32;
+TensorRef contiguous(const void* p, std::int64_t tokens, std::int64_t heads, std::int64_t dim) {
+  TensorRef t;
+  t.data = p;
+  t.dtype = DType::f32;
+  t.device = true;
   t.stride[0] = tokens * heads * dim, t.stride[1] = heads * dim, t.stride[2] = dim, t.stride[3] = 1;
   return t;
 }
@@ -44,7 +45,8 @@ class Ref64Device final : public DeviceEntry {
     a.out = contiguous(io.out, tq, p.heads_q, p.head_dim_v);
     if (io.lse != nullptr) {
       a.lse.data = io.lse;
-      a.lse.type = gpu::ElemType::f32;
+      a.lse.dtype = DType::f32;
+      a.lse.device = true;
       a.lse.stride[0] = p.heads_q * tq, a.lse.stride[1] = tq, a.lse.stride[2] = 1;
     }
     a.cu_q = io.cu_q;
@@ -96,9 +98,10 @@ class Ref64 final : public Kernel {
 
     gpu::HostMirror mirror;
     auto device_view = [&](const Tensor& t) {
-      gpu::DeviceTensor d;
+      TensorRef d;
       d.data = mirror.address(t);
-      d.type = t.dtype() == DType::f64 ? gpu::ElemType::f64 : gpu::ElemType::f32;
+      d.dtype = t.dtype() == DType::f64 ? DType::f64 : DType::f32;  // validate() refuses the rest
+      d.device = true;
       for (int i = 0; i < t.rank() && i < 4; ++i) d.stride[i] = t.strides()[static_cast<std::size_t>(i)];
       return d;
     };

@@ -24,11 +24,12 @@ namespace {
 
 using attest::gpu::DeviceBuffer;
 
-attest::gpu::DeviceTensor arg(const DeviceBuffer& b, std::int64_t s1, std::int64_t h, std::int64_t d,
-                              attest::gpu::ElemType type = attest::gpu::ElemType::f64) {
-  attest::gpu::DeviceTensor t;
+attest::TensorRef arg(const DeviceBuffer& b, std::int64_t s1, std::int64_t h, std::int64_t d,
+                      attest::DType type = attest::DType::f64) {
+  attest::TensorRef t;
   t.data = b.data();
-  t.type = type;
+  t.dtype = type;
+  t.device = true;
   t.stride[0] = s1 * h * d, t.stride[1] = h * d, t.stride[2] = d, t.stride[3] = 1;
   return t;
 }
@@ -84,7 +85,7 @@ int run(int argc, char** argv) {
   up(dq, q);
   up(dk, k);
   up(dv, v);
-  const auto in_type = f32 ? attest::gpu::ElemType::f32 : attest::gpu::ElemType::f64;
+  const auto in_type = f32 ? attest::DType::f32 : attest::DType::f64;
   attest::gpu::Ref64Args a = attest::gpu::ref64_args(p);
   a.q = arg(dq, S, H, D, in_type);
   a.k = arg(dk, T, Hk, D, in_type);

@@ -74,21 +74,22 @@ Out run_registry(const Problem& p, const datasets::Qkv& in) {
           std::vector<double>(lse.data<double>(), lse.data<double>() + lse.numel())};
 }
 
-DeviceTensor contiguous_arg(const DeviceBuffer& buf, const Shape& shape, ElemType t) {
-  DeviceTensor d;
+TensorRef contiguous_arg(const DeviceBuffer& buf, const Shape& shape, DType t) {
+  TensorRef d;
   d.data = buf.data();
-  d.type = t;
+  d.dtype = t;
+  d.device = true;
   const Shape st = contiguous_strides(shape);
-  for (std::size_t i = 0; i < st.size(); ++i) d.stride[i] = st[i];
+  for (std::size_t i = 0; i < st.size(); ++i) d.shape[i] = shape[i], d.stride[i] = st[i];
   return d;
 }
 
 // Through the device-pointer entry point with an explicit path (contiguous bshd tensors); inputs
 // handed over as f32 (the generated tensors) or widened exactly to f64.
-Out run_device(const Problem& p, const datasets::Qkv& in, Ref64Path path, ElemType it = ElemType::f32) {
+Out run_device(const Problem& p, const datasets::Qkv& in, Ref64Path path, DType it = DType::f32) {
   const auto upload = [&](const Tensor& x) {
     const float* f = x.data<float>();
-    if (it == ElemType::f32) {
+    if (it == DType::f32) {
       DeviceBuffer d(static_cast<std::size_t>(x.numel()) * 4);
       d.upload(f, d.bytes());
       return d;
@@ -109,8 +110,8 @@ Out run_device(const Problem& p, const datasets::Qkv& in, Ref64Path path, ElemTy
   a.q = contiguous_arg(q, in.q.shape(), it);
   a.k = contiguous_arg(k, in.k.shape(), it);
   a.v = contiguous_arg(v, in.v.shape(), it);
-  a.out = contiguous_arg(out, osh, ElemType::f64);
-  a.lse = contiguous_arg(lse, lsh, ElemType::f64);
+  a.out = contiguous_arg(out, osh, DType::f64);
+  a.lse = contiguous_arg(lse, lsh, DType::f64);
   DeviceBuffer cu;
   if (p.ragged()) {
     std::vector<std::int64_t> host(p.cu_seqlens_q);
@@ -153,7 +154,7 @@ TEST_P(Ref64Problems, F64InputsGiveTheF32InputsBits) {
   auto in = datasets::generate_qkv(p, datasets::Distribution::diffusion, 11);
   in.v.data<float>()[in.v.numel() / 2] = std::numeric_limits<float>::infinity();  // the exact per-row route too
   for (const Ref64Path path : {Ref64Path::portable, Ref64Path::automatic}) {
-    const Out a = run_device(p, in, path, ElemType::f32), b = run_device(p, in, path, ElemType::f64);
+    const Out a = run_device(p, in, path, DType::f32), b = run_device(p, in, path, DType::f64);
     EXPECT_EQ(0, std::memcmp(a.out.data(), b.out.data(), a.out.size() * 8)) << path_name(path) << " " << to_string(p);
     EXPECT_EQ(0, std::memcmp(a.lse.data(), b.lse.data(), a.lse.size() * 8)) << path_name(path) << " " << to_string(p);
   }
@@ -204,11 +205,12 @@ TEST(Ref64, PackedQkvThroughDevicePointers) {
     Ref64Args a = ref64_args(p);
     for (auto [t, h0] : {std::pair{&a.q, 0L}, std::pair{&a.k, H}, std::pair{&a.v, H + Hk}}) {
       t->data = static_cast<float*>(buf.data()) + h0 * D;
-      t->type = ElemType::f32;
+      t->dtype = DType::f32;
+      t->device = true;
       t->stride[0] = S * W * D, t->stride[1] = W * D, t->stride[2] = D, t->stride[3] = 1;
     }
-    a.out = contiguous_arg(out, {B, S, H, D}, ElemType::f64);
-    a.lse = contiguous_arg(lse, {B, H, S}, ElemType::f64);
+    a.out = contiguous_arg(out, {B, S, H, D}, DType::f64);
+    a.lse = contiguous_arg(lse, {B, H, S}, DType::f64);
     attn_fwd_ref64(a, path);
     synchronize();
     Out o{std::vector<double>(static_cast<std::size_t>(B * S * H * D)), std::vector<double>(static_cast<std::size_t>(B * H * S))};

@@ -16,19 +16,15 @@
 #include <cstdint>
 
 #include "attest/core/problem.hpp"
+#include "attest/core/tensor_ref.hpp"
 
 namespace attest::gpu {
 
-enum class ElemType : std::uint8_t { f32, f64 };
-
-/// A strided device tensor. Logical index order (b, s, h, d) for q/k/v/out and (b, h, s) for
-/// lse (stride[3] unused). For ragged problems b's stride is unused and the token index is
-/// cu_seqlens[b] + s, as in the host Tensor convention ([1, total, H, D]).
-struct DeviceTensor {
-  void* data = nullptr;  ///< element (0, ..., 0); nullptr = absent (lse only)
-  ElemType type = ElemType::f64;
-  std::int64_t stride[4] = {0, 0, 0, 0};  ///< in elements
-};
+/// Tensors are attest::TensorRef (the one tensor reference of host and device memory) with
+/// device = true and dtype f32 or f64; their extents are Ref64Args' (shape is not read). Logical
+/// index order (b, s, h, d) for q/k/v/out and (b, h, s) for lse (stride[3] unused). For ragged
+/// problems b's stride is unused and the token index is cu_seqlens[b] + s, as in the host Tensor
+/// convention ([1, total, H, D]). out and lse are written through their data pointers.
 
 struct Ref64Args {
   std::int64_t batch = 1, heads_q = 1, heads_kv = 1, seqlen_q = 1, seqlen_kv = 1, head_dim = 128, head_dim_v = 128;
@@ -36,9 +32,9 @@ struct Ref64Args {
   double scale = 0;                      ///< softmax scale (the caller resolves the default)
   const std::int64_t* cu_q = nullptr;    ///< device array of batch+1 entries, or nullptr
   const std::int64_t* cu_kv = nullptr;   ///< device array of batch+1 entries, or nullptr
-  DeviceTensor q, k, v;                  ///< inputs, f32 or f64 (all three the same type)
-  DeviceTensor out;                      ///< f32 or f64, every in-range element written
-  DeviceTensor lse;                      ///< f32 or f64, natural log; data == nullptr: not written
+  TensorRef q, k, v;                     ///< inputs, f32 or f64 (all three the same type)
+  TensorRef out;                         ///< f32 or f64, every in-range element written
+  TensorRef lse;                         ///< f32 or f64, natural log; data == nullptr: not written
 };
 
 /// Which implementation runs. `portable`: one block per query row, scalar FP64, any shape, every
