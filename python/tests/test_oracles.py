@@ -24,16 +24,18 @@ def counting():
     return fn, calls
 
 
-def test_route_follows_the_device(monkeypatch):
+def test_device_route_is_opt_in(monkeypatch):
     monkeypatch.setattr(N, "gpu_backend", lambda: True)
     fn, _ = counting()
-    assert attest._oracles(None, "cuda", fn) == "device"
-    assert attest._oracles(None, "cuda:0", fn) == "device"
+    assert attest._oracles(None, "cuda", fn) == "host"  # opt-in until its GPU false failures are understood
+    assert attest._oracles("device", "cuda", fn) == "device"
+    assert attest._oracles("device", "cuda:0", fn) == "device"
     assert attest._oracles(None, "cpu", fn) == "host"
     assert attest._oracles(None, None, fn) == "host"
     assert attest._oracles("host", "cuda", fn) == "host"  # explicit host oracles for a CUDA callable
     fn.attest_declares = {"device": "cuda"}
-    assert attest._oracles(None, None, fn) == "device"
+    assert attest._oracles(None, None, fn) == "host"
+    assert attest._oracles("device", None, fn) == "device"
     with pytest.raises(attest.AttestError, match="needs device='cuda'"):
         attest._oracles("device", "cpu", fn)
     with pytest.raises(attest.AttestError, match="'nowhere' is not 'host' or 'device'"):
@@ -43,9 +45,9 @@ def test_route_follows_the_device(monkeypatch):
 @pytest.mark.skipif(N.gpu_backend(), reason="this libattest_py has the CUDA engine")
 def test_cuda_without_the_cuda_build_is_one_error_before_any_call():
     fn, calls = counting()
-    for run in (lambda: attest.gate(fn, device="cuda", cases="smoke", isolate=False),
+    for run in (lambda: attest.gate(fn, device="cuda", cases="smoke", isolate=False, oracles="device"),
                 lambda: attest.run_case(fn, "kernel=py.fn recipe=bf16 problem=b1h2s64d64 dist=normal seed=1",
-                                        device="cuda", isolate=False)):
+                                        device="cuda", isolate=False, oracles="device")):
         with pytest.raises(attest.AttestError) as e:
             run()
         text = str(e.value)
