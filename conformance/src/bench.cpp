@@ -462,7 +462,8 @@ nlohmann::json run_bench(const BenchOptions& o) {
           qrow["problem"] = job.shape->problem;
           qrow["shape"] = job.shape->name;
           try {
-            const ref::QuantScheme qs = ref::parse_scheme(schemes[r]);
+            const Scheme qs = parse_scheme(schemes[r]);
+            ref::require_quantizer(qs);
             ref::QuantInputs qin;
             qin.sm_scale = p.scale();
             const Tensor x = inputs[r]->permute({0, 2, 1, 3});  // [B, H, T, C]: slabs of tokens x channels

@@ -14,13 +14,9 @@ template <class E, std::size_t N>
 using Table = std::array<std::pair<E, std::string_view>, N>;
 
 // The P / O formats are rows of the format table (format.hpp): their names are its names.
-constexpr std::array<std::pair<ElemFormat, FormatId>, 7> kElemIds{{
-    {ElemFormat::f32, FormatId::f32}, {ElemFormat::bf16, FormatId::bf16}, {ElemFormat::fp16, FormatId::fp16},
-    {ElemFormat::fp8_e4m3fn, FormatId::fp8_e4m3fn}, {ElemFormat::fp8_e4m3fnuz, FormatId::fp8_e4m3fnuz},
-    {ElemFormat::fp8_e5m2, FormatId::fp8_e5m2}, {ElemFormat::fp4_e2m1fn, FormatId::fp4_e2m1fn}}};
-constexpr Table<ElemFormat, 7> kElem = [] {
-  Table<ElemFormat, 7> t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = {kElemIds[i].first, name(kElemIds[i].second)};
+constexpr Table<FormatId, kRecipeElemFormats.size()> kElem = [] {
+  Table<FormatId, kRecipeElemFormats.size()> t{};
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = {kRecipeElemFormats[i], name(kRecipeElemFormats[i])};
   return t;
 }();
 constexpr Table<PScale, 3> kPScale{{{PScale::unit, "unit"}, {PScale::offset_8807, "offset_8807"}, {PScale::pow2_8, "pow2_8"}}};
@@ -56,12 +52,6 @@ T parse_number(std::string_view s, std::string_view what) {
 
 }  // namespace
 
-std::string_view name(ElemFormat e) { return lookup(kElem, e); }
-FormatId format_id(ElemFormat e) {
-  for (const auto& [k, v] : kElemIds)
-    if (k == e) return v;
-  return FormatId::f32;
-}
 std::string_view name(PScale e) { return lookup(kPScale, e); }
 std::string_view name(Exp2Policy e) { return lookup(kExp2, e); }
 std::string_view name(RescalePolicy e) { return lookup(kRescale, e); }
@@ -131,7 +121,7 @@ Recipe parse_recipe(std::string_view text) {
       r.p_mx = value;
     } else if (key == "pv_acc") {
       r.pv_acc = parse_in(kElem, value, "pv_acc format");
-      if (r.pv_acc != ElemFormat::f32 && r.pv_acc != ElemFormat::fp16)
+      if (r.pv_acc != FormatId::f32 && r.pv_acc != FormatId::fp16)
         throw Error("recipe: pv_acc must be f32 or fp16 (got '" + std::string(value) + "')");
     } else
       throw Error("recipe: unknown field '" + std::string(key) +

@@ -17,7 +17,7 @@ TEST(Recipe, StringRoundTripsOverRandomRecipes) {
     r.q = schemes[pick(5)];
     r.k = schemes[pick(5)];
     r.v = schemes[pick(5)];
-    r.p = static_cast<ElemFormat>(pick(7));
+    r.p = kRecipeElemFormats[static_cast<std::size_t>(pick(7))];
     r.pscale = static_cast<PScale>(pick(3));
     r.exp2 = static_cast<Exp2Policy>(pick(3));
     r.rescale = static_cast<RescalePolicy>(pick(2));
@@ -25,10 +25,10 @@ TEST(Recipe, StringRoundTripsOverRandomRecipes) {
     r.div = static_cast<DivisionOp>(pick(3));
     r.tile_q = 1 + pick(256);
     r.tile_kv = 1 + pick(256);
-    r.out = static_cast<ElemFormat>(pick(7));
+    r.out = kRecipeElemFormats[static_cast<std::size_t>(pick(7))];
     r.vscale = r.div != DivisionOp::ieee_div && pick(2) ? VScaleAt::rcp : VScaleAt::out;
     if (pick(3) == 0) r.p_mx = "mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller";
-    if (pick(2)) r.pv_acc = ElemFormat::fp16;
+    if (pick(2)) r.pv_acc = FormatId::fp16;
     const auto s = to_string(r);
     EXPECT_EQ(parse_recipe(s), r) << s;
   }
@@ -61,7 +61,7 @@ TEST(Recipe, RejectsBadStrings) {
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;vscale=late"), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;p_mx="), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=bf16"), Error);  // f32 or fp16 only
-  EXPECT_EQ(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=fp16").pv_acc, ElemFormat::fp16);
+  EXPECT_EQ(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=fp16").pv_acc, FormatId::fp16);
 }
 
 TEST(Recipe, SchemeValuesMayContainColonsAndEquals) {
