@@ -292,19 +292,17 @@ std::optional<Outcome> check_quantized(const Capture& c, const Interpreted& in) 
   const Reader rd(c);
   nlohmann::json fig = nlohmann::json::object();
   std::vector<std::string> checked;
-  for (const auto& [op, scheme_text, x] :
-       {std::tuple<std::string, std::string, const Tensor*>{"q", in.recipe.q, &in.q}, {"k", in.recipe.k, &in.k},
+  for (const auto& [op, scheme, x] :
+       {std::tuple<std::string, Scheme, const Tensor*>{"q", in.recipe.q, &in.q}, {"k", in.recipe.k, &in.k},
         {"v", in.recipe.v, &in.v}}) {
     const Tensor* codes = rd.find(op + "_codes");
     const Tensor* scales = rd.find(op + "_scales");
     if (!codes && !scales) continue;
     if (!codes || !scales) rd.fail(op + "_codes and " + op + "_scales must be given together");
-    Scheme scheme;
     try {
-      scheme = parse_scheme(scheme_text);
       ref::require_quantizer(scheme);
     } catch (const Error& e) {
-      rd.fail(op + "_codes: recipe operand scheme '" + scheme_text + "': " + e.what());
+      rd.fail(op + "_codes: recipe operand scheme '" + to_string(scheme) + "': " + e.what());
     }
     // The reference quantizer takes [lead..., T, C] slabs: (b, h) lead, tokens, channels.
     const Tensor xs = x->permute({0, 2, 1, 3});

@@ -230,7 +230,7 @@ TEST(Capture, QuantizedOperandsAreComparedBitwise) {
   m.lse = Tensor();
   ref::QuantInputs qi;
   qi.sm_scale = m.p.scale();
-  const auto qq = ref::quantize(m.q.permute({0, 2, 1, 3}), attest::parse_scheme(sage.q), qi);
+  const auto qq = ref::quantize(m.q.permute({0, 2, 1, 3}), sage.q, qi);
   Capture c = capture_of(m, attest::FormatId::bf16, {{"recipe", "sage_int8_fp8_perblock"}});
   c.tensors.push_back({"q_codes", qq.codes.permute({0, 2, 1, 3}).contiguous()});  // bshd like q
   c.tensors.push_back({"q_scales", qq.scales});

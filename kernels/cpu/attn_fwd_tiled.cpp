@@ -6,7 +6,7 @@
 
 namespace attest::kernels::cpu {
 
-Plan make_plan(const Recipe& r) { return Plan{r, parse_scheme(r.q), parse_scheme(r.k), parse_scheme(r.v)}; }
+Plan make_plan(const Recipe& r) { return Plan{r, r.q, r.k, r.v}; }
 
 std::string plan_unsupported(const Plan& p) {
   for (const Scheme* s : {&p.q, &p.k, &p.v})
@@ -18,11 +18,11 @@ std::string plan_unsupported(const Plan& p) {
   const bool int8 = p.q.family == Scheme::Family::int8, mx = p.q.family == Scheme::Family::mx;
   if (int8 != (p.k.family == Scheme::Family::int8) || mx != (p.k.family == Scheme::Family::mx))
     return "Q and K must both be INT8, both MX, or both float";
-  if ((!r.p_mx.empty() || p.v.family == Scheme::Family::mx) && r.tile_kv % 32 != 0)
+  if ((r.p_mx || p.v.family == Scheme::Family::mx) && r.tile_kv % 32 != 0)
     return "MX P or V needs tile_kv to be a multiple of 32";
-  if (!r.p_mx.empty() && parse_scheme(r.p_mx).family != Scheme::Family::mx) return "p_mx must be an MX scheme";
+  if (r.p_mx && r.p_mx->family != Scheme::Family::mx) return "p_mx must be an MX scheme";
   if (p.v.family == Scheme::Family::mx && p.v.block != 32) return "MX V needs blocks of 32 tokens";
-  if (!r.p_mx.empty() && parse_scheme(r.p_mx).block != 32) return "MX P needs blocks of 32 keys";
+  if (r.p_mx && r.p_mx->block != 32) return "MX P needs blocks of 32 keys";
   return {};
 }
 

@@ -299,8 +299,8 @@ void run_tiled(const Args& a, const Plan& plan) {
   pr.Dv = Dv;
   pr.off = r.pscale == PScale::offset_8807 ? 8.807f : r.pscale == PScale::pow2_8 ? 8.0f : 0.0f;
   pr.c = plan.q.prescale == Scheme::Prescale::sm_log2e ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * kLog2e);
-  pr.p_mx = !r.p_mx.empty();
-  if (pr.p_mx) pr.pmx = parse_scheme(r.p_mx);
+  pr.p_mx = r.p_mx.has_value();
+  if (pr.p_mx) pr.pmx = *r.p_mx;
 
   static std::atomic<unsigned> calls{0};
   const unsigned rotation = B == Bug::nondeterministic ? calls.fetch_add(1) : 0u;

@@ -61,8 +61,8 @@ std::string emu_unsupported(const Problem& p, const Recipe& r) {
       return "the 128-channel Hadamard rotation needs head_dim 128";
     if (s->rotate == Scheme::Rotation::h32_bf16 && p.head_dim % 32 != 0) return "rotate=h32_bf16 needs head_dim % 32 == 0";
   }
-  if (!r.p_mx.empty()) {
-    const Scheme pm = parse_scheme(r.p_mx);
+  if (r.p_mx) {
+    const Scheme& pm = *r.p_mx;
     if (cpu::is_mx_int8(pm)) return "MXINT8 P is not implemented on the device";
     using E8 = Scheme::E8M0Rule;
     if (pm.e8m0 != E8::floor && pm.e8m0 != E8::ceil && pm.e8m0 != E8::aiter_hip_fp4)
@@ -139,8 +139,8 @@ EmuHost emu_prepare_host(const Problem& p, const Recipe& r, const Tensor& tq, co
   ep.exp2_fa4 = r.exp2 == Exp2Policy::fa4;
   std::copy_n(exp2_cr_coefficients(), 16, ep.exp2c);
   ep.pv_block = 32;
-  if (!r.p_mx.empty()) {
-    const Scheme pm = parse_scheme(r.p_mx);
+  if (r.p_mx) {
+    const Scheme& pm = *r.p_mx;
     ep.p = EmuP::mx;
     ep.p_fmt = format_spec(pm.element);
     ep.p_tie = pm.elem_round;

@@ -92,14 +92,6 @@ constexpr std::int16_t kNoExp = 0x7FFF;
 // quantizers refuse it, so the emulator branches on it first.
 bool is_f32(const Scheme& s) { return s.family == Scheme::Family::identity; }
 
-Scheme scheme_of(const std::string& text, const char* what) {
-  try {
-    return parse_scheme(text);
-  } catch (const Error& e) {
-    throw Error(std::string("emulate: recipe field ") + what + ": " + e.what());
-  }
-}
-
 Kind kind_of(const Scheme& s) {
   switch (s.family) {
     case Family::identity: return Kind::f32;
@@ -526,9 +518,9 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
   Plan pl;
   pl.p = &p;
   pl.r = r;
-  pl.sq = scheme_of(r.q, "q");
-  pl.sk = scheme_of(r.k, "k");
-  pl.sv = scheme_of(r.v, "v");
+  pl.sq = r.q;
+  pl.sk = r.k;
+  pl.sv = r.v;
   pl.reverse = opt.reverse_kv;
   pl.smoothed_lse = opt.smoothed_lse;
   pl.sm_scale = p.scale();
@@ -543,14 +535,14 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
   const Kind kq = kind_of(pl.sq), kk = kind_of(pl.sk), kv = kind_of(pl.sv);
   auto floaty = [](Kind k) { return k == Kind::f32 || k == Kind::cast || k == Kind::fp8; };
   require((kq == Kind::int8 && kk == Kind::int8) || (kq == Kind::mx && kk == Kind::mx) || (floaty(kq) && floaty(kk)),
-          "q '" + r.q + "' and k '" + r.k + "' cannot meet in one product (int8 pairs with int8, MX with MX, casts and fp8 "
+          "q '" + to_string(r.q) + "' and k '" + to_string(r.k) + "' cannot meet in one product (int8 pairs with int8, MX with MX, casts and fp8 "
           "with each other)");
   if (kq == Kind::int8)
     require(p.head_dim <= 1024, "int8 Q.K needs head_dim <= 1024 (so the int32 sum converts to float exactly), got " +
                                     std::to_string(p.head_dim));
   if (kq == Kind::mx) require(pl.sq.block == pl.sk.block, "MX q and k need the same block size");
-  if (!is_f32(pl.sq)) require(pl.sq.smooth == Smoothing::none, "Q smoothing is not modelled (q '" + r.q + "')");
-  if (!is_f32(pl.sk)) require(pl.sk.prescale == Prescale::none, "K prescale is not modelled (k '" + r.k + "')");
+  if (!is_f32(pl.sq)) require(pl.sq.smooth == Smoothing::none, "Q smoothing is not modelled (q '" + to_string(r.q) + "')");
+  if (!is_f32(pl.sk)) require(pl.sk.prescale == Prescale::none, "K prescale is not modelled (k '" + to_string(r.k) + "')");
   const Rotation rq = is_f32(pl.sq) ? Rotation::none : pl.sq.rotate, rk = is_f32(pl.sk) ? Rotation::none : pl.sk.rotate;
   require(rq == rk, "q and k must use the same rotation (a rotation preserves Q.K only when both sides take it)");
   pl.c = (!is_f32(pl.sq) && pl.sq.prescale == Prescale::sm_log2e)
@@ -559,12 +551,12 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
 
   pl.off = p_offset(r.pscale);
   pl.p_round = elem_format(r.p, pl.p_fmt);
-  if (!r.p_mx.empty()) {
-    pl.pmx = scheme_of(r.p_mx, "p_mx");
+  if (r.p_mx) {
+    pl.pmx = *r.p_mx;
     require(pl.pmx.family == Family::mx && pl.pmx.element == pl.p_fmt && pl.p_round,
-            "p_mx '" + r.p_mx + "' must be an MX scheme of the P format " + std::string(name(r.p)));
+            "p_mx '" + to_string(*r.p_mx) + "' must be an MX scheme of the P format " + std::string(name(r.p)));
     require(pl.pmx.smooth == Smoothing::none && pl.pmx.prescale == Prescale::none && pl.pmx.rotate == Rotation::none,
-            "p_mx '" + r.p_mx + "': P has no smoothing, prescale or rotation");
+            "p_mx '" + to_string(*r.p_mx) + "': P has no smoothing, prescale or rotation");
     pl.p_mx = true;
     pl.p_round = false;
     pl.pv_block = pl.pmx.block;

@@ -93,7 +93,7 @@ double output_rounding_error(const Tensor& ref64, FormatId f) {
 TEST(Emulate, NamedRecipeSchemesAreCanonical) {
   for (const auto& n : named_recipes()) {
     const Recipe r = parse_recipe(n.name);
-    for (const std::string& s : {r.q, r.k, r.v, r.p_mx}) {
+    for (const std::string& s : {to_string(r.q), to_string(r.k), to_string(r.v), r.p_mx ? to_string(*r.p_mx) : std::string()}) {
       if (s.empty() || s == "f32") continue;
       EXPECT_EQ(to_string(parse_scheme(s)), s) << n.name;  // recipes compare schemes as text
     }
@@ -243,8 +243,8 @@ TEST(Emulate, EveryNamedRecipeWithinItsBandOfFp64) {
     const auto e = emulate(c.p, r, c.q, c.k, c.v);
     const double err = rel_l2(e.out, ref.out);
     const auto rev = emulate(c.p, r, c.q, c.k, c.v, {.reverse_kv = true});
-    const double u2 = std::pow(unit_roundoff(r.q), 2) + std::pow(unit_roundoff(r.k), 2) +
-                      std::pow(unit_roundoff(r.v), 2) + std::pow(format_roundoff(r.p), 2) +
+    const double u2 = std::pow(unit_roundoff(to_string(r.q)), 2) + std::pow(unit_roundoff(to_string(r.k)), 2) +
+                      std::pow(unit_roundoff(to_string(r.v)), 2) + std::pow(format_roundoff(r.p), 2) +
                       std::pow(format_roundoff(r.out), 2);
     const double predicted = 0.4 * std::sqrt(u2);
     std::printf("%-24s rel-L2 vs FP64 %.3e (predicted %.3e), reverse-kv floor %.3e, max |lse diff| %.3e\n",
@@ -321,7 +321,7 @@ TEST(Emulate, SageLseCorrectionUndoesKSmoothing) {
   const auto e = emulate(c.p, r, c.q, c.k, c.v);
   const auto es = emulate(c.p, r, c.q, c.k, c.v, {.smoothed_lse = true});
   Recipe unsmoothed = r;
-  unsmoothed.k = "int8:per_block=64:round=half";
+  unsmoothed.k = parse_scheme("int8:per_block=64:round=half");
   const auto eu = emulate(c.p, unsmoothed, c.q, c.k, c.v);
   const auto ref = attention(c.p, c.q, c.k, c.v, Precision::fp64);
   const auto kv = c.k.view<float, 4>(), qv = c.q.view<float, 4>();
@@ -460,7 +460,7 @@ TEST(Emulate, RefusesWhatItDoesNotModel) {
   r.exp2 = Exp2Policy::hw;
   EXPECT_NE(message(r).find("exp2=hw has no bitwise model"), std::string::npos);
   r = parse_recipe("bf16");
-  r.k = "int8:per_block=64";
+  r.k = parse_scheme("int8:per_block=64");
   EXPECT_NE(message(r).find("cannot meet"), std::string::npos);
   r = parse_recipe("bf16");
   r.p = FormatId::fp4_e2m1fn;
@@ -469,7 +469,7 @@ TEST(Emulate, RefusesWhatItDoesNotModel) {
   r.tile_kv = 48;
   EXPECT_NE(message(r).find("multiple"), std::string::npos);
   r = parse_recipe("sage_int8_fp8_perblock");
-  r.v = "fp8_e4m3fn:per_token";
+  r.v = parse_scheme("fp8_e4m3fn:per_token");
   EXPECT_NE(message(r).find("per_tensor or per_channel"), std::string::npos);
   // Hadamard h128 needs head_dim 128 (the quantizer says so).
   EXPECT_FALSE(message(parse_recipe("mxfp4_fp8_had")).empty());

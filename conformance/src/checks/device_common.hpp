@@ -98,7 +98,7 @@ class DeviceCall {
     // this shape, else a bf16 cast (f32 recipes such as gpu.ref64's have no Q quantizer).
     qs_ = parse_scheme("bf16");
     try {
-      const Scheme s = parse_scheme(r_.q);
+      const Scheme& s = r_.q;
       gpu::require_device_quantizer(s);
       const bool h128 = s.rotate == Scheme::Rotation::h128 || s.rotate == Scheme::Rotation::h128_bf16;
       if (!(h128 && p_.head_dim != 128) && !(s.rotate == Scheme::Rotation::h32_bf16 && p_.head_dim % 32 != 0)) qs_ = s;

@@ -9,16 +9,19 @@
 ///   q=int8:per_block=128:scale=ieee:round=half;k=int8:per_block=64:smooth=fp32;v=fp8_e4m3fn:per_channel;
 ///   p=fp8_e4m3fn;pscale=offset_8807;exp2=fa4;div=rcp_sm90;out=bf16
 /// docs/recipes.md defines every field by the arithmetic the emulator performs.
-/// Quantizer schemes (q, k, v) use the grammar of core/scheme.hpp (docs/quantizer-schemes.md);
-/// the recipe keeps them as the text given (not canonicalised), and every engine parses it with parse_scheme.
+/// Quantizer schemes (q, k, v, p_mx) use the grammar of core/scheme.hpp (docs/quantizer-schemes.md);
+/// the recipe holds them parsed (attest::Scheme, the one scheme type of every engine), so
+/// to_string prints their canonical form and no engine parses them again.
 /// A named recipe (e.g. `sage_int8_fp8_perblock`) is a shorthand for one full string.
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "attest/core/format.hpp"
+#include "attest/core/scheme.hpp"
 
 namespace attest {
 
@@ -52,9 +55,9 @@ std::string_view name(DivisionOp);
 std::string_view name(VScaleAt);
 
 struct Recipe {
-  std::string q = "bf16";  ///< quantizer scheme of Q (plain casts: "bf16", "fp16", "f32")
-  std::string k = "bf16";  ///< quantizer scheme of K (smoothing lives here)
-  std::string v = "bf16";  ///< quantizer scheme of V
+  Scheme q = default_scheme("bf16");  ///< quantizer scheme of Q (plain casts: bf16, fp16, f32)
+  Scheme k = default_scheme("bf16");  ///< quantizer scheme of K (smoothing lives here)
+  Scheme v = default_scheme("bf16");  ///< quantizer scheme of V
   FormatId p = FormatId::bf16;  ///< one of kRecipeElemFormats
   PScale pscale = PScale::unit;
   Exp2Policy exp2 = Exp2Policy::cr;
@@ -66,8 +69,8 @@ struct Recipe {
   FormatId out = FormatId::bf16;  ///< one of kRecipeElemFormats
   VScaleAt vscale = VScaleAt::out;
   /// Quantizer scheme of P when P is block scaled (p = fp4_e2m1fn: MX blocks of `block` keys
-  /// along each row, e.g. "mxfp4_e2m1fn:scale=aiter_hip_fp4"); empty for element casts.
-  std::string p_mx;
+  /// along each row, e.g. "mxfp4_e2m1fn:scale=aiter_hip_fp4"); none for element casts.
+  std::optional<Scheme> p_mx;
   /// Precision of the P.V partial sums inside a KV tile: `f32` (every product fma'd into the FP32
   /// accumulator) or `fp16` (an FP16-accumulating MMA, e.g. Triton `tl.dot(p, v, out_dtype=float16)`
   /// in SageAttention 1: 16-key steps summed in FP32, added into an FP16 partial, which joins the
