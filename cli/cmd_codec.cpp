@@ -22,7 +22,7 @@ struct CodecOptions {
 };
 
 // One code per element: uint8 for formats of 8 bits or fewer, uint16 for bf16 and fp16.
-Tensor encode_tensor(ref::Format f, const Tensor& in, ref::Rounding r, ref::Overflow o) {
+Tensor encode_tensor(attest::FormatId f, const Tensor& in, ref::Rounding r, ref::Overflow o) {
   const Tensor x = in.contiguous();
   const bool wide = ref::format_info(f).bits > 8;
   Tensor out(wide ? DType::u16 : DType::u8, x.shape());
@@ -44,7 +44,7 @@ Tensor encode_tensor(ref::Format f, const Tensor& in, ref::Rounding r, ref::Over
   return out;
 }
 
-Tensor decode_tensor(ref::Format f, const Tensor& in) {
+Tensor decode_tensor(attest::FormatId f, const Tensor& in) {
   const Tensor c = in.contiguous();
   Tensor out(DType::f32, c.shape());
   const auto n = static_cast<std::size_t>(c.numel());
@@ -67,9 +67,9 @@ Tensor decode_tensor(ref::Format f, const Tensor& in) {
 }
 
 void run_codec(const CodecOptions& o) {
-  const ref::Format f = ref::parse_format(o.format);
-  const ref::Rounding r = ref::parse_rounding(o.round);
-  const ref::Overflow ov = ref::parse_overflow(o.overflow);
+  const attest::FormatId f = ref::parse_format(o.format);
+  const ref::Rounding r = attest::parse_rounding(o.round);
+  const ref::Overflow ov = attest::parse_overflow(o.overflow);
   const bool enc = !o.encode.empty();
   if (enc == !o.decode.empty()) throw Error("give exactly one of --encode IN OUT or --decode IN OUT");
   const std::vector<std::string>& io = enc ? o.encode : o.decode;

@@ -44,7 +44,8 @@ std::vector<int> inverse(const std::vector<int>& p) {
 }
 
 void run_quantize(const QuantizeOptions& o) {
-  const ref::QuantScheme s = ref::parse_scheme(o.scheme);
+  const Scheme s = parse_scheme(o.scheme);
+  ref::require_quantizer(s);
   const Tensor x = datasets::read_npy(o.in);
   if (x.dtype() != DType::f32) throw Error(o.in + ": dtype " + std::string(dtype_name(x.dtype())) + ", need f32");
   const std::vector<int> perm = to_canonical(x.rank(), o.axis);
@@ -65,14 +66,15 @@ void run_quantize(const QuantizeOptions& o) {
     datasets::write_npy(out, o.mean_out, q.mean);
   }
   out.commit();
-  std::printf("%s %s codes %s %s scales %s %s\n", ref::to_string(s).c_str(), shape_string(x.shape()).c_str(),
+  std::printf("%s %s codes %s %s scales %s %s\n", attest::to_string(s).c_str(), shape_string(x.shape()).c_str(),
               std::string(dtype_name(q.codes.dtype())).c_str(), o.codes.c_str(), shape_string(q.scales.shape()).c_str(),
               o.scales.c_str());
   set_exit(0);
 }
 
 void run_dequantize(const QuantizeOptions& o) {
-  const ref::QuantScheme s = ref::parse_scheme(o.scheme);
+  const Scheme s = parse_scheme(o.scheme);
+  ref::require_quantizer(s);
   const Tensor codes = datasets::read_npy(o.codes);
   const Tensor scales = datasets::read_npy(o.scales);
   const std::vector<int> perm = to_canonical(codes.rank(), o.axis);
@@ -80,7 +82,7 @@ void run_dequantize(const QuantizeOptions& o) {
   OutputFiles out;
   datasets::write_npy(out, o.out, x.permute(inverse(perm)).contiguous());
   out.commit();
-  std::printf("%s %s f32 %s\n", ref::to_string(s).c_str(), shape_string(codes.shape()).c_str(), o.out.c_str());
+  std::printf("%s %s f32 %s\n", attest::to_string(s).c_str(), shape_string(codes.shape()).c_str(), o.out.c_str());
   set_exit(0);
 }
 

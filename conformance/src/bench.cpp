@@ -56,11 +56,10 @@ std::size_t tensor_bytes(const Tensor& t) {
 }
 
 /// The element format of a quantizer scheme: its first ':'-separated token ("int8", "bf16", "mxfp4_e2m1fn").
-std::string scheme_format(const std::string& scheme) { return scheme.substr(0, scheme.find(':')); }
+std::string scheme_format(const Scheme& scheme) { return scheme_head(scheme); }
 
-bool is_plain_cast(const std::string& scheme) {
-  const auto f = scheme_format(scheme);
-  return f == "bf16" || f == "fp16" || f == "f32";
+bool is_plain_cast(const Scheme& scheme) {
+  return scheme.family == Scheme::Family::cast || scheme.family == Scheme::Family::identity;
 }
 
 nlohmann::json stats_json(const std::vector<double>& samples_ms) {
@@ -444,11 +443,11 @@ nlohmann::json run_bench(const BenchOptions& o) {
         // attention), timed with the reference quantizers: the suite has no quantizer kernels
         // of its own, so these rows measure the CPU model of that step.
         const Tensor* inputs[3] = {&qkv.q, &qkv.k, &qkv.v};
-        const std::string schemes[3] = {rc.q, rc.k, rc.v};
+        const Scheme schemes[3] = {rc.q, rc.k, rc.v};
         const char* roles[3] = {"q", "k", "v"};
         for (int r = 0; r < 3; ++r) {
           if (is_plain_cast(schemes[r])) continue;
-          const std::string qcase = fmt::format("quantize operand={} scheme={} problem={}", roles[r], schemes[r], job.shape->problem);
+          const std::string qcase = fmt::format("quantize operand={} scheme={} problem={}", roles[r], to_string(schemes[r]), job.shape->problem);
           if (std::find(quantizer_cases.begin(), quantizer_cases.end(), qcase) != quantizer_cases.end()) continue;
           quantizer_cases.push_back(qcase);
           nlohmann::json qrow;
@@ -457,12 +456,13 @@ nlohmann::json run_bench(const BenchOptions& o) {
           qrow["kernel"] = "ref.quantize";
           qrow["backend"] = "cpu";
           qrow["operand"] = roles[r];
-          qrow["scheme"] = schemes[r];
+          qrow["scheme"] = to_string(schemes[r]);
           qrow["recipe"] = job.recipe;
           qrow["problem"] = job.shape->problem;
           qrow["shape"] = job.shape->name;
           try {
-            const ref::QuantScheme qs = ref::parse_scheme(schemes[r]);
+            const Scheme& qs = schemes[r];
+            ref::require_quantizer(qs);
             ref::QuantInputs qin;
             qin.sm_scale = p.scale();
             const Tensor x = inputs[r]->permute({0, 2, 1, 3});  // [B, H, T, C]: slabs of tokens x channels

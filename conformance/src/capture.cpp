@@ -95,10 +95,10 @@ float element(const std::byte* p, DType t) {
     case DType::bf16: {
       std::uint16_t u;
       std::memcpy(&u, p, 2);
-      return ref::decode(t == DType::f16 ? ref::Format::fp16 : ref::Format::bf16, u);
+      return ref::decode(t == DType::f16 ? attest::FormatId::fp16 : attest::FormatId::bf16, u);
     }
-    case DType::fp8_e4m3fn: return ref::decode(ref::Format::fp8_e4m3fn, static_cast<std::uint8_t>(*p));
-    case DType::fp8_e5m2: return ref::decode(ref::Format::fp8_e5m2, static_cast<std::uint8_t>(*p));
+    case DType::fp8_e4m3fn: return ref::decode(attest::FormatId::fp8_e4m3fn, static_cast<std::uint8_t>(*p));
+    case DType::fp8_e5m2: return ref::decode(attest::FormatId::fp8_e5m2, static_cast<std::uint8_t>(*p));
     default: throw Error("capture: not a float dtype");
   }
 }
@@ -292,18 +292,17 @@ std::optional<Outcome> check_quantized(const Capture& c, const Interpreted& in) 
   const Reader rd(c);
   nlohmann::json fig = nlohmann::json::object();
   std::vector<std::string> checked;
-  for (const auto& [op, scheme_text, x] :
-       {std::tuple<std::string, std::string, const Tensor*>{"q", in.recipe.q, &in.q}, {"k", in.recipe.k, &in.k},
+  for (const auto& [op, scheme, x] :
+       {std::tuple<std::string, Scheme, const Tensor*>{"q", in.recipe.q, &in.q}, {"k", in.recipe.k, &in.k},
         {"v", in.recipe.v, &in.v}}) {
     const Tensor* codes = rd.find(op + "_codes");
     const Tensor* scales = rd.find(op + "_scales");
     if (!codes && !scales) continue;
     if (!codes || !scales) rd.fail(op + "_codes and " + op + "_scales must be given together");
-    ref::QuantScheme scheme;
     try {
-      scheme = ref::parse_scheme(scheme_text);
+      ref::require_quantizer(scheme);
     } catch (const Error& e) {
-      rd.fail(op + "_codes: recipe operand scheme '" + scheme_text + "': " + e.what());
+      rd.fail(op + "_codes: recipe operand scheme '" + to_string(scheme) + "': " + e.what());
     }
     // The reference quantizer takes [lead..., T, C] slabs: (b, h) lead, tokens, channels.
     const Tensor xs = x->permute({0, 2, 1, 3});
@@ -355,17 +354,17 @@ std::optional<Outcome> check_quantized(const Capture& c, const Interpreted& in) 
         if (first_s < 0) first_s = i;
         ++bad_s;
       }
-    fig[op] = {{"scheme", ref::to_string(scheme)}, {"codes", want_c.numel()}, {"code_mismatches", bad},
+    fig[op] = {{"scheme", attest::to_string(scheme)}, {"codes", want_c.numel()}, {"code_mismatches", bad},
                {"scales", want_s.numel()}, {"scale_mismatches", bad_s}};
     if (bad_s > 0)
       return Outcome{Verdict::failed,
                      fmt::format("{}_scales: {} of {} differ from the reference quantizer ({}); first at flat index {}", op, bad_s,
-                                 want_s.numel(), ref::to_string(scheme), first_s),
+                                 want_s.numel(), attest::to_string(scheme), first_s),
                      fig};
     if (bad > 0)
       return Outcome{Verdict::failed,
                      fmt::format("{}_codes: {} of {} differ from the reference quantizer ({}); first at flat index {} of [B,H,S,D]", op,
-                                 bad, want_c.numel(), ref::to_string(scheme), first),
+                                 bad, want_c.numel(), attest::to_string(scheme), first),
                      fig};
     checked.push_back(op);
   }

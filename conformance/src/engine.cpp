@@ -419,11 +419,11 @@ std::string plan_refusal(const Problem& p, const std::string& causal) {
 // the whole problem's restricted to the block. Block, token or tensor scales (INT8, FP8, MX)
 // depend on rows outside the block.
 std::string recipe_refusal(const Recipe& r) {
-  for (const auto* s : {&r.q, &r.k, &r.v})
-    if (*s != "bf16" && *s != "fp16" && *s != "f32")
+  for (const Scheme* s : {&r.q, &r.k, &r.v})
+    if (*s != default_scheme("bf16") && *s != default_scheme("fp16") && *s != default_scheme("f32"))
       return fmt::format("recipe {}: input scheme '{}' is not an element-wise cast; the device engine emulates only cast "
                          "recipes (scales over blocks, tokens or tensors depend on rows outside a block)",
-                         recipe_label(r), *s);
+                         recipe_label(r), to_string(*s));
   return {};
 }
 

@@ -34,9 +34,9 @@ class HonestVariant final : public kernels::Kernel {
     // The rotations' channel counts, declared (as cpu.tiled does) so that the gate can tell a
     // refusal inside the declaration (a failure) from a case the kernel never claimed.
     const Recipe r = parse_recipe(recipe_);
-    for (const std::string* s : {&r.q, &r.k}) {
-      if (s->find("rotate=h128") != std::string::npos) c.head_dims = {128};
-      if (s->find("rotate=h32") != std::string::npos) c.head_dim_multiple = 32;
+    for (const Scheme* s : {&r.q, &r.k}) {
+      if (s->rotate == Scheme::Rotation::h128 || s->rotate == Scheme::Rotation::h128_bf16) c.head_dims = {128};
+      if (s->rotate == Scheme::Rotation::h32_bf16) c.head_dim_multiple = 32;
     }
     return c;
   }

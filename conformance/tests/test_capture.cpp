@@ -32,14 +32,14 @@ namespace {
 namespace fs = std::filesystem;
 
 // Float32 values (already representable in `f`) as the raw 16-bit codes a framework stores.
-Tensor codes16(const Tensor& x, ref::Format f, DType t) {
+Tensor codes16(const Tensor& x, attest::FormatId f, DType t) {
   Tensor out(t, x.shape());
   auto* o = reinterpret_cast<std::uint16_t*>(out.raw());
   const float* p = x.data<float>();
   for (std::int64_t i = 0; i < x.numel(); ++i) o[i] = ref::encode(f, p[i]);
   return out;
 }
-Tensor round_to(const Tensor& x, ref::Format f) {
+Tensor round_to(const Tensor& x, attest::FormatId f) {
   Tensor out(DType::f32, x.shape());
   const Tensor c = x.contiguous();
   for (std::int64_t i = 0; i < x.numel(); ++i) out.data<float>()[i] = ref::round_to(f, c.data<float>()[i]);
@@ -66,7 +66,7 @@ Tensor run_kernel(const std::string& kernel, const Problem& p, const std::string
   return out;
 }
 
-Made make(const std::string& problem, const std::string& recipe = "bf16", ref::Format f = ref::Format::bf16, std::uint64_t seed = 1) {
+Made make(const std::string& problem, const std::string& recipe = "bf16", attest::FormatId f = attest::FormatId::bf16, std::uint64_t seed = 1) {
   Made m;
   m.p = parse_problem(problem);
   const auto in = datasets::generate_qkv(m.p, datasets::Distribution::normal, seed);
@@ -77,8 +77,8 @@ Made make(const std::string& problem, const std::string& recipe = "bf16", ref::F
   return m;
 }
 
-Capture capture_of(const Made& m, ref::Format f = ref::Format::bf16, std::map<std::string, std::string> meta = {}) {
-  const DType t = f == ref::Format::bf16 ? DType::bf16 : DType::f16;
+Capture capture_of(const Made& m, attest::FormatId f = attest::FormatId::bf16, std::map<std::string, std::string> meta = {}) {
+  const DType t = f == attest::FormatId::bf16 ? DType::bf16 : DType::f16;
   Capture c;
   c.source = "test.safetensors";
   c.tensors = {{"q", codes16(m.q, f, t)}, {"k", codes16(m.k, f, t)}, {"v", codes16(m.v, f, t)}, {"out", codes16(m.out, f, t)}};
@@ -101,7 +101,7 @@ const char* kProblem = "b1h2k1s64t192d64";
 
 TEST(Capture, HonestBf16CapturePasses) {
   const auto m = make(kProblem);
-  const auto r = check_capture(capture_of(m, ref::Format::bf16, {{"framework", "test"}, {"kernel", "cpu.tiled.bf16"}}));
+  const auto r = check_capture(capture_of(m, attest::FormatId::bf16, {{"framework", "test"}, {"kernel", "cpu.tiled.bf16"}}));
   EXPECT_EQ(r.verdict(), Verdict::passed) << r.reason();
   EXPECT_EQ(r.recipe, "bf16");  // from q's dtype
   EXPECT_EQ(r.problem, "b1h2k1s64t192d64");
@@ -117,7 +117,7 @@ TEST(Capture, LayoutsRaggedAndFp16Pass) {
   const auto m = make(kProblem);
   const auto bshd = check_capture(capture_of(m));
   // The same tensors stored bhsd ([B,H,S,D]) with the layout in the metadata.
-  Capture c = capture_of(m, ref::Format::bf16, {{"layout", "bhsd"}});
+  Capture c = capture_of(m, attest::FormatId::bf16, {{"layout", "bhsd"}});
   for (auto& t : c.tensors)
     if (t.tensor.rank() == 4) t.tensor = t.tensor.permute({0, 2, 1, 3}).contiguous();
   const auto bhsd = check_capture(c);
@@ -149,8 +149,8 @@ TEST(Capture, LayoutsRaggedAndFp16Pass) {
   EXPECT_NE(rr.problem.find("cu_q=0,40,96"), std::string::npos) << rr.problem;
 
   // fp16: the recipe follows q's dtype.
-  const auto h = make(kProblem, "fp16", ref::Format::fp16);
-  const auto rh = check_capture(capture_of(h, ref::Format::fp16));
+  const auto h = make(kProblem, "fp16", attest::FormatId::fp16);
+  const auto rh = check_capture(capture_of(h, attest::FormatId::fp16));
   EXPECT_EQ(rh.recipe, "fp16");
   EXPECT_EQ(rh.verdict(), Verdict::passed) << rh.reason();
 }
@@ -165,7 +165,7 @@ TEST(Capture, NoiseAtTenTimesTheFloorFails) {
   std::mt19937_64 rng(7);
   std::normal_distribution<double> n(0.0, 10 * floor_rmse);
   for (std::int64_t i = 0; i < m.out.numel(); ++i)
-    noisy.out.data<float>()[i] = ref::round_to(ref::Format::bf16, static_cast<float>(m.out.data<float>()[i] + n(rng)));
+    noisy.out.data<float>()[i] = ref::round_to(attest::FormatId::bf16, static_cast<float>(m.out.data<float>()[i] + n(rng)));
   const auto r = check_capture(capture_of(noisy));
   EXPECT_EQ(r.verdict(), Verdict::failed);
   EXPECT_NE(r.reason().find("> bound"), std::string::npos) << r.reason();
@@ -210,15 +210,15 @@ TEST(Capture, OneKvTileDroppedFails) {
 TEST(Capture, OutputOfTheWrongRecipeFails) {
   // The Sage INT8/FP8 recipe's output presented as a bf16 kernel's (the metadata says bf16).
   Made m = make(kProblem);
-  m.out = round_to(ref::emulate(m.p, parse_recipe("sage_int8_fp8_perblock"), m.q, m.k, m.v).out, ref::Format::bf16);
+  m.out = round_to(ref::emulate(m.p, parse_recipe("sage_int8_fp8_perblock"), m.q, m.k, m.v).out, attest::FormatId::bf16);
   m.lse = Tensor();
-  const auto r = check_capture(capture_of(m, ref::Format::bf16, {{"recipe", "bf16"}}));
+  const auto r = check_capture(capture_of(m, attest::FormatId::bf16, {{"recipe", "bf16"}}));
   EXPECT_EQ(r.verdict(), Verdict::failed);
   EXPECT_NE(r.reason().find("> bound"), std::string::npos) << r.reason();
   // Judged as what it is, the same output passes.
   CaptureOptions sage;
   sage.recipe = "sage_int8_fp8_perblock";
-  const auto rs = check_capture(capture_of(m, ref::Format::bf16, {{"recipe", "bf16"}}), sage);
+  const auto rs = check_capture(capture_of(m, attest::FormatId::bf16, {{"recipe", "bf16"}}), sage);
   EXPECT_EQ(rs.recipe, "sage_int8_fp8_perblock");
   EXPECT_EQ(rs.verdict(), Verdict::passed) << rs.reason();
 }
@@ -226,12 +226,12 @@ TEST(Capture, OutputOfTheWrongRecipeFails) {
 TEST(Capture, QuantizedOperandsAreComparedBitwise) {
   Made m = make(kProblem, "bf16");
   const Recipe sage = parse_recipe("sage_int8_fp8_perblock");
-  m.out = round_to(ref::emulate(m.p, sage, m.q, m.k, m.v).out, ref::Format::bf16);
+  m.out = round_to(ref::emulate(m.p, sage, m.q, m.k, m.v).out, attest::FormatId::bf16);
   m.lse = Tensor();
   ref::QuantInputs qi;
   qi.sm_scale = m.p.scale();
-  const auto qq = ref::quantize(m.q.permute({0, 2, 1, 3}), ref::parse_scheme(sage.q), qi);
-  Capture c = capture_of(m, ref::Format::bf16, {{"recipe", "sage_int8_fp8_perblock"}});
+  const auto qq = ref::quantize(m.q.permute({0, 2, 1, 3}), sage.q, qi);
+  Capture c = capture_of(m, attest::FormatId::bf16, {{"recipe", "sage_int8_fp8_perblock"}});
   c.tensors.push_back({"q_codes", qq.codes.permute({0, 2, 1, 3}).contiguous()});  // bshd like q
   c.tensors.push_back({"q_scales", qq.scales});
   const auto r = check_capture(c);
@@ -277,10 +277,10 @@ TEST(Capture, MalformedCapturesNameTheDefect) {
   Capture bad_lse = c;
   tensor(bad_lse, "lse") = Tensor(DType::f32, {1, 2, 63});
   expect_malformed(bad_lse, "tensor 'lse' has shape [1, 2, 63]");
-  expect_malformed(capture_of(m, ref::Format::bf16, {{"layout", "sbhd"}}), "sbhd");
-  expect_malformed(capture_of(m, ref::Format::bf16, {{"scale", "abc"}}), "scale 'abc' is not a finite number > 0");
-  expect_malformed(capture_of(m, ref::Format::bf16, {{"recipe", "nope"}}), "nope");
-  expect_malformed(capture_of(m, ref::Format::bf16, {{"mask", "diagonal"}}), "diagonal");
+  expect_malformed(capture_of(m, attest::FormatId::bf16, {{"layout", "sbhd"}}), "sbhd");
+  expect_malformed(capture_of(m, attest::FormatId::bf16, {{"scale", "abc"}}), "scale 'abc' is not a finite number > 0");
+  expect_malformed(capture_of(m, attest::FormatId::bf16, {{"recipe", "nope"}}), "nope");
+  expect_malformed(capture_of(m, attest::FormatId::bf16, {{"mask", "diagonal"}}), "diagonal");
   Capture half_cu = c;
   half_cu.tensors.push_back({"cu_seqlens_q", Tensor(DType::i32, {2})});
   expect_malformed(half_cu, "cu_seqlens_q and cu_seqlens_k must be given together");
@@ -296,7 +296,7 @@ class CaptureCli : public ::testing::Test {
     fs::create_directories(dir_ / "run");
     const auto m = make("b1h2s64t128d64");
     OutputFiles out;
-    write_capture(out, dir_ / "run" / "layer0.safetensors", capture_of(m, ref::Format::bf16, {{"framework", "test"}}));
+    write_capture(out, dir_ / "run" / "layer0.safetensors", capture_of(m, attest::FormatId::bf16, {{"framework", "test"}}));
     Made swapped = m;
     Tensor o = m.out.contiguous();
     auto v = o.view<float, 4>();
@@ -318,7 +318,7 @@ class CaptureCli : public ::testing::Test {
   static Tensor round_to_f32(const Tensor& bf) {
     Tensor out(DType::f32, bf.shape());
     const auto* p = reinterpret_cast<const std::uint16_t*>(bf.raw());
-    for (std::int64_t i = 0; i < bf.numel(); ++i) out.data<float>()[i] = ref::decode(ref::Format::bf16, p[i]);
+    for (std::int64_t i = 0; i < bf.numel(); ++i) out.data<float>()[i] = ref::decode(attest::FormatId::bf16, p[i]);
     return out;
   }
   attest::testing::TempDir dir_{"capture"};

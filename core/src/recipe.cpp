@@ -14,13 +14,9 @@ template <class E, std::size_t N>
 using Table = std::array<std::pair<E, std::string_view>, N>;
 
 // The P / O formats are rows of the format table (format.hpp): their names are its names.
-constexpr std::array<std::pair<ElemFormat, FormatId>, 7> kElemIds{{
-    {ElemFormat::f32, FormatId::f32}, {ElemFormat::bf16, FormatId::bf16}, {ElemFormat::fp16, FormatId::fp16},
-    {ElemFormat::fp8_e4m3fn, FormatId::fp8_e4m3fn}, {ElemFormat::fp8_e4m3fnuz, FormatId::fp8_e4m3fnuz},
-    {ElemFormat::fp8_e5m2, FormatId::fp8_e5m2}, {ElemFormat::fp4_e2m1fn, FormatId::fp4_e2m1fn}}};
-constexpr Table<ElemFormat, 7> kElem = [] {
-  Table<ElemFormat, 7> t{};
-  for (std::size_t i = 0; i < t.size(); ++i) t[i] = {kElemIds[i].first, name(kElemIds[i].second)};
+constexpr Table<FormatId, kRecipeElemFormats.size()> kElem = [] {
+  Table<FormatId, kRecipeElemFormats.size()> t{};
+  for (std::size_t i = 0; i < t.size(); ++i) t[i] = {kRecipeElemFormats[i], name(kRecipeElemFormats[i])};
   return t;
 }();
 constexpr Table<PScale, 3> kPScale{{{PScale::unit, "unit"}, {PScale::offset_8807, "offset_8807"}, {PScale::pow2_8, "pow2_8"}}};
@@ -54,14 +50,17 @@ T parse_number(std::string_view s, std::string_view what) {
   return v;
 }
 
+// A quantizer scheme field (q, k, v, p_mx), parsed with the scheme grammar.
+Scheme scheme_field(std::string_view value, std::string_view key) {
+  try {
+    return parse_scheme(value);
+  } catch (const Error& e) {
+    throw Error("recipe: field " + std::string(key) + ": " + e.what());
+  }
+}
+
 }  // namespace
 
-std::string_view name(ElemFormat e) { return lookup(kElem, e); }
-FormatId format_id(ElemFormat e) {
-  for (const auto& [k, v] : kElemIds)
-    if (k == e) return v;
-  return FormatId::f32;
-}
 std::string_view name(PScale e) { return lookup(kPScale, e); }
 std::string_view name(Exp2Policy e) { return lookup(kExp2, e); }
 std::string_view name(RescalePolicy e) { return lookup(kRescale, e); }
@@ -75,9 +74,9 @@ std::string to_string(const Recipe& r) {
     s += (s.empty() ? "" : ";") + std::string(key) + "=" + std::string(value);
   };
   // q, k, v are always printed: they are the identity of the recipe.
-  add("q", r.q);
-  add("k", r.k);
-  add("v", r.v);
+  add("q", to_string(r.q));
+  add("k", to_string(r.k));
+  add("v", to_string(r.v));
   if (r.p != d.p) add("p", name(r.p));
   if (r.pscale != d.pscale) add("pscale", name(r.pscale));
   if (r.exp2 != d.exp2) add("exp2", name(r.exp2));
@@ -88,7 +87,7 @@ std::string to_string(const Recipe& r) {
   if (r.tile_kv != d.tile_kv) add("tile_kv", std::to_string(r.tile_kv));
   if (r.out != d.out) add("out", name(r.out));
   if (r.vscale != d.vscale) add("vscale", name(r.vscale));
-  if (r.p_mx != d.p_mx) add("p_mx", r.p_mx);
+  if (r.p_mx) add("p_mx", to_string(*r.p_mx));
   if (r.pv_acc != d.pv_acc) add("pv_acc", name(r.pv_acc));
   return s;
 }
@@ -113,9 +112,9 @@ Recipe parse_recipe(std::string_view text) {
     if (seen.find("," + std::string(key) + ",") != std::string::npos)
       throw Error("recipe: field '" + std::string(key) + "' given twice");
     seen += "," + std::string(key) + ",";
-    if (key == "q") r.q = value;
-    else if (key == "k") r.k = value;
-    else if (key == "v") r.v = value;
+    if (key == "q") r.q = scheme_field(value, key);
+    else if (key == "k") r.k = scheme_field(value, key);
+    else if (key == "v") r.v = scheme_field(value, key);
     else if (key == "p") r.p = parse_in(kElem, value, "p format");
     else if (key == "pscale") r.pscale = parse_in(kPScale, value, "pscale");
     else if (key == "exp2") r.exp2 = parse_in(kExp2, value, "exp2 policy");
@@ -128,10 +127,10 @@ Recipe parse_recipe(std::string_view text) {
     else if (key == "vscale") r.vscale = parse_in(kVScale, value, "vscale");
     else if (key == "p_mx") {
       if (value.empty()) throw Error("recipe: p_mx needs a scheme");
-      r.p_mx = value;
+      r.p_mx = scheme_field(value, key);
     } else if (key == "pv_acc") {
       r.pv_acc = parse_in(kElem, value, "pv_acc format");
-      if (r.pv_acc != ElemFormat::f32 && r.pv_acc != ElemFormat::fp16)
+      if (r.pv_acc != FormatId::f32 && r.pv_acc != FormatId::fp16)
         throw Error("recipe: pv_acc must be f32 or fp16 (got '" + std::string(value) + "')");
     } else
       throw Error("recipe: unknown field '" + std::string(key) +
@@ -139,7 +138,6 @@ Recipe parse_recipe(std::string_view text) {
     if (semi == std::string_view::npos) break;
     text.remove_prefix(semi + 1);
   }
-  if (r.q.empty() || r.k.empty() || r.v.empty()) throw Error("recipe: q, k and v schemes must not be empty");
   if (r.tile_q < 1 || r.tile_kv < 1) throw Error("recipe: tile sizes must be >= 1");
   if (r.vscale == VScaleAt::rcp && r.div == DivisionOp::ieee_div)
     throw Error("recipe: vscale=rcp needs div=ieee_rcp or rcp_sm90 (ieee_div has no reciprocal to fold V's scale into)");

@@ -14,10 +14,10 @@ TEST(Recipe, StringRoundTripsOverRandomRecipes) {
   const char* schemes[] = {"bf16", "fp16", "f32", "int8:per_block=128:scale=ieee:round=half", "fp8_e4m3fn:per_channel"};
   for (int i = 0; i < 3000; ++i) {
     Recipe r;
-    r.q = schemes[pick(5)];
-    r.k = schemes[pick(5)];
-    r.v = schemes[pick(5)];
-    r.p = static_cast<ElemFormat>(pick(7));
+    r.q = parse_scheme(schemes[pick(5)]);
+    r.k = parse_scheme(schemes[pick(5)]);
+    r.v = parse_scheme(schemes[pick(5)]);
+    r.p = kRecipeElemFormats[static_cast<std::size_t>(pick(7))];
     r.pscale = static_cast<PScale>(pick(3));
     r.exp2 = static_cast<Exp2Policy>(pick(3));
     r.rescale = static_cast<RescalePolicy>(pick(2));
@@ -25,10 +25,10 @@ TEST(Recipe, StringRoundTripsOverRandomRecipes) {
     r.div = static_cast<DivisionOp>(pick(3));
     r.tile_q = 1 + pick(256);
     r.tile_kv = 1 + pick(256);
-    r.out = static_cast<ElemFormat>(pick(7));
+    r.out = kRecipeElemFormats[static_cast<std::size_t>(pick(7))];
     r.vscale = r.div != DivisionOp::ieee_div && pick(2) ? VScaleAt::rcp : VScaleAt::out;
-    if (pick(3) == 0) r.p_mx = "mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller";
-    if (pick(2)) r.pv_acc = ElemFormat::fp16;
+    if (pick(3) == 0) r.p_mx = parse_scheme("mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller");
+    if (pick(2)) r.pv_acc = FormatId::fp16;
     const auto s = to_string(r);
     EXPECT_EQ(parse_recipe(s), r) << s;
   }
@@ -61,17 +61,18 @@ TEST(Recipe, RejectsBadStrings) {
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;vscale=late"), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;p_mx="), Error);
   EXPECT_THROW(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=bf16"), Error);  // f32 or fp16 only
-  EXPECT_EQ(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=fp16").pv_acc, ElemFormat::fp16);
+  EXPECT_EQ(parse_recipe("q=bf16;k=bf16;v=bf16;pv_acc=fp16").pv_acc, FormatId::fp16);
 }
 
 TEST(Recipe, SchemeValuesMayContainColonsAndEquals) {
   const Recipe r = parse_recipe("q=int8:per_block=128:round=half;k=bf16;v=bf16;p=fp4_e2m1fn;div=ieee_rcp;vscale=rcp;"
                                 "p_mx=mxfp4_e2m1fn:scale=floor");
-  EXPECT_EQ(r.q, "int8:per_block=128:round=half");
-  EXPECT_EQ(r.p_mx, "mxfp4_e2m1fn:scale=floor");
+  EXPECT_EQ(to_string(r.q), "int8:per_block=128:round=half");
+  ASSERT_TRUE(r.p_mx.has_value());
+  EXPECT_EQ(to_string(*r.p_mx), "mxfp4_e2m1fn");  // scale=floor is the default: canonical form
   EXPECT_EQ(r.vscale, VScaleAt::rcp);
   EXPECT_EQ(to_string(r), "q=int8:per_block=128:round=half;k=bf16;v=bf16;p=fp4_e2m1fn;div=ieee_rcp;vscale=rcp;"
-                          "p_mx=mxfp4_e2m1fn:scale=floor");
+                          "p_mx=mxfp4_e2m1fn");
 }
 
 TEST(Recipe, NamedRecipesCoverTheDesignList) {

@@ -29,8 +29,8 @@ std::string error_of(std::string_view text) {
 }
 
 std::vector<std::string> recipe_schemes(const Recipe& r) {
-  std::vector<std::string> v{r.q, r.k, r.v};
-  if (!r.p_mx.empty()) v.push_back(r.p_mx);
+  std::vector<std::string> v{to_string(r.q), to_string(r.k), to_string(r.v)};
+  if (r.p_mx) v.push_back(to_string(*r.p_mx));
   return v;
 }
 

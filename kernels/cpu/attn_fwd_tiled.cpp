@@ -6,7 +6,7 @@
 
 namespace attest::kernels::cpu {
 
-Plan make_plan(const Recipe& r) { return Plan{r, parse_scheme(r.q), parse_scheme(r.k), parse_scheme(r.v)}; }
+Plan make_plan(const Recipe& r) { return Plan{r, r.q, r.k, r.v}; }
 
 std::string plan_unsupported(const Plan& p) {
   for (const Scheme* s : {&p.q, &p.k, &p.v})
@@ -14,15 +14,15 @@ std::string plan_unsupported(const Plan& p) {
   const Recipe& r = p.recipe;
   if (r.exp2 == Exp2Policy::hw) return "exp2=hw has no bitwise model";
   if (r.tile_kv > 1024) return "tile_kv > 1024";
-  if (r.pv_acc != ElemFormat::f32) return "pv_acc=" + std::string(name(r.pv_acc)) + " has no model in the tiled engine";
-  const bool int8 = p.q.kind == Scheme::Kind::int8, mx = p.q.kind == Scheme::Kind::mx;
-  if (int8 != (p.k.kind == Scheme::Kind::int8) || mx != (p.k.kind == Scheme::Kind::mx))
+  if (r.pv_acc != FormatId::f32) return "pv_acc=" + std::string(name(r.pv_acc)) + " has no model in the tiled engine";
+  const bool int8 = p.q.family == Scheme::Family::int8, mx = p.q.family == Scheme::Family::mx;
+  if (int8 != (p.k.family == Scheme::Family::int8) || mx != (p.k.family == Scheme::Family::mx))
     return "Q and K must both be INT8, both MX, or both float";
-  if ((!r.p_mx.empty() || p.v.kind == Scheme::Kind::mx) && r.tile_kv % 32 != 0)
+  if ((r.p_mx || p.v.family == Scheme::Family::mx) && r.tile_kv % 32 != 0)
     return "MX P or V needs tile_kv to be a multiple of 32";
-  if (!r.p_mx.empty() && parse_scheme(r.p_mx).kind != Scheme::Kind::mx) return "p_mx must be an MX scheme";
-  if (p.v.kind == Scheme::Kind::mx && p.v.block != 32) return "MX V needs blocks of 32 tokens";
-  if (!r.p_mx.empty() && parse_scheme(r.p_mx).block != 32) return "MX P needs blocks of 32 keys";
+  if (r.p_mx && r.p_mx->family != Scheme::Family::mx) return "p_mx must be an MX scheme";
+  if (p.v.family == Scheme::Family::mx && p.v.block != 32) return "MX V needs blocks of 32 tokens";
+  if (r.p_mx && r.p_mx->block != 32) return "MX P needs blocks of 32 keys";
   return {};
 }
 
@@ -45,12 +45,12 @@ namespace {
 //   fp8       FP8 Q/K/V/P with per-tensor scales (FlashAttention-3 OCP, CK/AITER FNUZ)
 //   mx        MXFP6/MXFP4 Q/K (optionally Hadamard-rotated) with FP8 or MXFP4 P and V (AITER mha_v4)
 int family_rank(const Plan& p) {
-  switch (p.q.kind) {
-    case Scheme::Kind::f32:
-    case Scheme::Kind::cast: return 0;
-    case Scheme::Kind::int8: return 1;
-    case Scheme::Kind::fp8: return 2;
-    case Scheme::Kind::mx: return 3;
+  switch (p.q.family) {
+    case Scheme::Family::identity:
+    case Scheme::Family::cast: return 0;
+    case Scheme::Family::int8: return 1;
+    case Scheme::Family::fp8: return 2;
+    case Scheme::Family::mx: return 3;
   }
   return 4;
 }

@@ -72,8 +72,8 @@ std::string plan_unsupported(const Plan& p);
 /// outside them as UNSUPPORTED and one inside as a coverage failure.
 inline void declare_rotation_limits(const Plan& p, Capabilities& c) {
   for (const Scheme* s : {&p.q, &p.k}) {
-    if (s->rotate == Scheme::Rotate::h128 || s->rotate == Scheme::Rotate::h128_bf16) c.head_dims = {128};
-    if (s->rotate == Scheme::Rotate::h32_bf16) c.head_dim_multiple = 32;
+    if (s->rotate == Scheme::Rotation::h128 || s->rotate == Scheme::Rotation::h128_bf16) c.head_dims = {128};
+    if (s->rotate == Scheme::Rotation::h32_bf16) c.head_dim_multiple = 32;
   }
 }
 
@@ -110,12 +110,12 @@ class TiledKernel final : public Kernel {
     if (auto st = Kernel::supports(p, r); !st) return st;
     const Plan plan = make_plan(r);
     if (auto why = plan_unsupported(plan); !why.empty()) return Status::unsupported(why);
-    if (plan.q.kind == Scheme::Kind::int8 && p.head_dim > 1024)
+    if (plan.q.family == Scheme::Family::int8 && p.head_dim > 1024)
       return Status::unsupported("INT8 logits need head_dim <= 1024 (exact int32 sums)");
     for (const Scheme* s : {&plan.q, &plan.k}) {
-      if ((s->rotate == Scheme::Rotate::h128 || s->rotate == Scheme::Rotate::h128_bf16) && p.head_dim != 128)
+      if ((s->rotate == Scheme::Rotation::h128 || s->rotate == Scheme::Rotation::h128_bf16) && p.head_dim != 128)
         return Status::unsupported("the 128-channel Hadamard rotation needs head_dim 128");
-      if (s->rotate == Scheme::Rotate::h32_bf16 && p.head_dim % 32 != 0)
+      if (s->rotate == Scheme::Rotation::h32_bf16 && p.head_dim % 32 != 0)
         return Status::unsupported("rotate=h32_bf16 needs head_dim % 32 == 0");
     }
     return Status::ok();

@@ -33,15 +33,16 @@ constexpr double kLog2e = 0x1.71547652b82fep0;  // RN(log2 e)
 constexpr double kLn2 = 0x1.62e42fefa39efp-1;   // RN(ln 2)
 
 /// Format of P and O as a rounding function (RNE; FP8 saturating as the P cast of the kernels).
-inline float round_elem(ElemFormat f, float x) {
+inline float round_elem(FormatId f, float x) {
   switch (f) {
-    case ElemFormat::f32: return x;
-    case ElemFormat::bf16: return round_to(kBf16, x);
-    case ElemFormat::fp16: return round_to(kFp16, x);
-    case ElemFormat::fp8_e4m3fn: return round_to(kE4m3, x, Tie::even, Sat::satfinite);
-    case ElemFormat::fp8_e4m3fnuz: return round_to(kE4m3fnuz, x, Tie::even, Sat::satfinite);
-    case ElemFormat::fp8_e5m2: return round_to(kE5m2, x, Tie::even, Sat::satfinite);
-    case ElemFormat::fp4_e2m1fn: return round_to(kE2m1, x, Tie::even, Sat::satfinite);
+    case FormatId::f32: return x;
+    case FormatId::bf16:
+    case FormatId::fp16: return round_to(format_spec(f), x);
+    case FormatId::fp8_e4m3fn:
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2:
+    case FormatId::fp4_e2m1fn: return round_to(format_spec(f), x, Rounding::rne, Overflow::sat_cuda);
+    default: break;  // not a recipe's P / O format (kRecipeElemFormats)
   }
   return x;
 }
@@ -173,7 +174,7 @@ void update(RowState& st, float* acc, const Params& pr, const float* x, const fl
     }
   } else {
     for (std::int64_t j = 0; j < n; ++j) {
-      if constexpr (B == Bug::p_e5m2) Pc[j] = round_to(kE5m2, P[j], Tie::even, Sat::satfinite);
+      if constexpr (B == Bug::p_e5m2) Pc[j] = round_to(format_spec(FormatId::fp8_e5m2), P[j], Rounding::rne, Overflow::sat_cuda);
       else Pc[j] = round_elem(r.p, P[j]);
     }
   }
@@ -297,9 +298,9 @@ void run_tiled(const Args& a, const Plan& plan) {
   pr.r = r;
   pr.Dv = Dv;
   pr.off = r.pscale == PScale::offset_8807 ? 8.807f : r.pscale == PScale::pow2_8 ? 8.0f : 0.0f;
-  pr.c = plan.q.prescale ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * kLog2e);
-  pr.p_mx = !r.p_mx.empty();
-  if (pr.p_mx) pr.pmx = parse_scheme(r.p_mx);
+  pr.c = plan.q.prescale == Scheme::Prescale::sm_log2e ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * kLog2e);
+  pr.p_mx = r.p_mx.has_value();
+  if (pr.p_mx) pr.pmx = *r.p_mx;
 
   static std::atomic<unsigned> calls{0};
   const unsigned rotation = B == Bug::nondeterministic ? calls.fetch_add(1) : 0u;

@@ -11,67 +11,52 @@
 #include <cstring>
 #include <limits>
 
+#include "attest/core/format.hpp"
+#include "attest/core/scheme.hpp"
+
 namespace attest::kernels::cpu {
 
-/// Tie rule of a rounding to nearest: even last digit (IEEE), away from zero, or toward the
-/// smaller magnitude (AITER's native fp4 pack).
-enum class Tie : std::uint8_t { even, away, smaller };
-/// Beyond-range behaviour of a float element cast:
+// Formats are rows of core's format table (attest/core/format.hpp), tie rules, overflow modes
+// and INT8 rounding the enums of core's Scheme (attest/core/scheme.hpp); only the arithmetic
+// below is the CPU kernels' own.
+using Rounding = Scheme::Rounding;        ///< tie rule: rne, away from zero, toward the smaller magnitude
+using Overflow = Scheme::Overflow;        ///< ieee (ml_dtypes), sat_cuda (satfinite), sat_hip
+using IntRounding = Scheme::IntRounding;  ///< rne, half
+
+/// x rounded to the nearest value of the float format `f` (as a float; every value of these formats
+/// is a float): `man_bits` mantissa bits, smallest normal 2^emin(), largest finite `max_finite`;
+/// fnuz formats have no -0 and one NaN (overflow -> NaN under ieee). Overflow modes:
 ///   ieee      ml_dtypes / PyTorch casts: overflow to Inf where the format has one, else to NaN
 ///             where it has one, else saturate (fp6/fp4);
-///   satfinite CUDA cvt.rn.satfinite: finite overflow and +-Inf go to +-max;
+///   sat_cuda  CUDA cvt.rn.satfinite: finite overflow and +-Inf go to +-max;
 ///   sat_hip   amd_hip_fp8.h: finite values clamped to +-max before rounding, Inf/NaN as ieee.
-enum class Sat : std::uint8_t { ieee, satfinite, sat_hip };
-
-/// A small binary floating-point format: `man` explicit mantissa bits, smallest normal 2^emin,
-/// largest finite `max`; fnuz formats have no -0 and one NaN (overflow -> NaN under ieee).
-struct FloatFmt {
-  int man;
-  int emin;
-  double max;
-  bool has_inf;
-  bool has_nan;
-  bool fnuz;
-};
-
-inline constexpr FloatFmt kBf16{7, -126, 0x1.FEp127, true, true, false};
-inline constexpr FloatFmt kFp16{10, -14, 65504.0, true, true, false};
-inline constexpr FloatFmt kE4m3{3, -6, 448.0, false, true, false};
-inline constexpr FloatFmt kE5m2{2, -14, 57344.0, true, true, false};
-inline constexpr FloatFmt kE4m3fnuz{3, -7, 240.0, false, true, true};
-inline constexpr FloatFmt kE5m2fnuz{2, -15, 57344.0, false, true, true};
-inline constexpr FloatFmt kE2m3{3, 0, 7.5, false, false, false};
-inline constexpr FloatFmt kE3m2{2, -2, 28.0, false, false, false};
-inline constexpr FloatFmt kE2m1{1, 0, 6.0, false, false, false};
-
-/// x rounded to the nearest value of `f` (as a float; every value of these formats is a float).
 /// NaN stays NaN in formats with NaN; in fp6/fp4 it becomes -0 (ieee, ml_dtypes) or +0.
-inline float round_to(const FloatFmt& f, float x, Tie tie = Tie::even, Sat sat = Sat::ieee) {
+inline float round_to(const FormatSpec& f, float x, Rounding tie = Rounding::rne, Overflow sat = Overflow::ieee) {
   const float qnan = std::numeric_limits<float>::quiet_NaN();
   if (std::isnan(x)) {
     if (f.has_nan) return qnan;
-    return sat == Sat::ieee ? -0.0f : 0.0f;
+    return sat == Overflow::ieee ? -0.0f : 0.0f;
   }
   const bool neg = std::signbit(x);
   double a = std::fabs(static_cast<double>(x));
   if (std::isinf(a)) {
-    if (sat == Sat::satfinite || (!f.has_inf && !f.has_nan)) return static_cast<float>(neg ? -f.max : f.max);
+    if (sat == Overflow::sat_cuda || (!f.has_inf && !f.has_nan)) return static_cast<float>(neg ? -f.max_finite : f.max_finite);
     if (f.has_inf) return neg ? -std::numeric_limits<float>::infinity() : std::numeric_limits<float>::infinity();
     return qnan;
   }
-  if (sat == Sat::sat_hip && a > f.max) a = f.max;
+  if (sat == Overflow::sat_hip && a > f.max_finite) a = f.max_finite;
   double r = 0;
   if (a != 0) {
     // Quantum of the binade of a (subnormals share the quantum of the smallest normal binade):
     // a / quantum is exact in double and the rounding is one std::nearbyint (current mode: RNE).
-    const int e = std::max(std::ilogb(a), f.emin);
-    const double quantum = std::ldexp(1.0, e - f.man);
+    const int e = std::max(std::ilogb(a), f.emin());
+    const double quantum = std::ldexp(1.0, e - f.man_bits);
     const double units = a / quantum;
-    const double n = tie == Tie::even ? std::nearbyint(units) : tie == Tie::away ? std::floor(units + 0.5) : std::ceil(units - 0.5);
+    const double n = tie == Rounding::rne ? std::nearbyint(units) : tie == Rounding::away ? std::floor(units + 0.5) : std::ceil(units - 0.5);
     r = n * quantum;
   }
-  if (r > f.max) {
-    if (sat != Sat::ieee || (!f.has_inf && !f.has_nan)) r = f.max;
+  if (r > f.max_finite) {
+    if (sat != Overflow::ieee || (!f.has_inf && !f.has_nan)) r = f.max_finite;
     else if (f.has_inf) r = std::numeric_limits<double>::infinity();
     else return qnan;
   }
@@ -79,17 +64,16 @@ inline float round_to(const FloatFmt& f, float x, Tie tie = Tie::even, Sat sat =
   return static_cast<float>(neg ? -r : r);
 }
 
-inline float to_bf16(float x) { return round_to(kBf16, x); }
-inline float to_fp16(float x) { return round_to(kFp16, x); }
+inline float to_bf16(float x) { return round_to(format_spec(FormatId::bf16), x); }
+inline float to_fp16(float x) { return round_to(format_spec(FormatId::fp16), x); }
 
 /// FP32 -> INT8 value (as a float holding an integer).
 ///   rne  cvt.rni.sat.s8.f32: nearest even, saturate to [-128, 127], NaN -> 0;
 ///   half Sage Triton: t = fl(x + copysign(0.5, x)) in FP32 (that addition itself rounds), then
 ///        truncation toward zero to int32 (NaN -> 0, saturating) and the low 8 bits kept.
-enum class IntRound : std::uint8_t { rne, half };
-inline float to_int8(float x, IntRound r) {
+inline float to_int8(float x, IntRounding r) {
   if (std::isnan(x)) return 0.0f;
-  if (r == IntRound::rne) return std::clamp(std::nearbyint(x), -128.0f, 127.0f);
+  if (r == IntRounding::rne) return std::clamp(std::nearbyint(x), -128.0f, 127.0f);
   const float t = x + (std::signbit(x) ? -0.5f : 0.5f);
   const double tr = std::trunc(static_cast<double>(t));
   const std::int64_t i = tr >= 2147483647.0 ? 2147483647 : tr <= -2147483648.0 ? -2147483647 - 1 : static_cast<std::int64_t>(tr);

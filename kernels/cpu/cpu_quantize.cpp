@@ -18,22 +18,18 @@ void amax_into(float& amax, float v) {
   if (std::isnan(a) || a > amax) amax = a;
 }
 
-// Sage warp geometry (docs/quantizer-schemes.md): rows per warp, scale groups per warp.
-std::int64_t warp_rows(const Scheme& s) { return s.sm90 ? (s.role_k ? 128 : 16) : (s.role_k ? 64 : 32); }
-
 int emax_of(const Scheme& s) {
-  if (s.mx_int8) return 0;
-  const FloatFmt& f = s.elem;
+  if (is_mx_int8(s)) return 0;
   // MX emax: exponent of the largest finite value.
-  return std::ilogb(f.max);
+  return std::ilogb(format_spec(s.element).max_finite);
 }
 
 // Sylvester-Hadamard rotations (docs/quantizer-schemes.md): the 128-point transform as butterfly
 // stages of span 1, 2, ..., 64 in that order (each stage rounds every element once; pairs inside
 // a stage are independent), or per 32-channel block a bf16 matrix product summed in index order.
-void rotate(float* x, std::int64_t C, Scheme::Rotate kind, float mult) {
+void rotate(float* x, std::int64_t C, Scheme::Rotation kind, float mult) {
   constexpr float kNorm128 = 0.08838834764831845f;
-  if (kind == Scheme::Rotate::h32_bf16) {
+  if (kind == Scheme::Rotation::h32_bf16) {
     constexpr float kH32 = 0.1767578125f;  // bf16(1/sqrt(32))
     for (std::int64_t base = 0; base < C; base += 32) {
       float in[32];
@@ -55,7 +51,7 @@ void rotate(float* x, std::int64_t C, Scheme::Rotate kind, float mult) {
     }
   for (int i = 0; i < 128; ++i) {
     x[i] = x[i] * kNorm128;
-    if (kind == Scheme::Rotate::h128_bf16) x[i] = to_bf16(x[i] * mult);
+    if (kind == Scheme::Rotation::h128_bf16) x[i] = to_bf16(x[i] * mult);
   }
 }
 
@@ -66,49 +62,51 @@ std::uint8_t e8m0_code(float amax, const Scheme& s) {
   const float a = std::fabs(amax);
   const int e = exp_field(a);
   const std::uint32_t m = man_field(a);
-  const std::string& r = s.e8m0;
   auto clampi = [](int v, int lo, int hi) { return std::min(std::max(v, lo), hi); };
-  if (r == "floor") return static_cast<std::uint8_t>(clampi(e - 127 - emax_of(s), -127, 127) + 127);
-  if (r == "ceil") return static_cast<std::uint8_t>(clampi(e - 127 + (m != 0) - emax_of(s), -127, 127) + 127);
-  if (r == "rceil") {
-    const float emax_val = s.mx_int8 ? 127.0f / 64.0f : static_cast<float>(s.elem.max);
-    const float d = a * (1.0f / emax_val);
-    if (!std::isfinite(d)) return 0xFF;
-    const int ed = exp_field(d);
-    const int code = ed == 0 ? (man_field(d) > 0x400000u ? 1 : 0) : ed + (man_field(d) != 0);
-    return static_cast<std::uint8_t>(std::min(code, 254));
+  using E8 = Scheme::E8M0Rule;
+  switch (s.e8m0) {
+    case E8::floor: return static_cast<std::uint8_t>(clampi(e - 127 - emax_of(s), -127, 127) + 127);
+    case E8::ceil: return static_cast<std::uint8_t>(clampi(e - 127 + (m != 0) - emax_of(s), -127, 127) + 127);
+    case E8::rceil: {
+      const float emax_val = is_mx_int8(s) ? 127.0f / 64.0f : static_cast<float>(format_spec(s.element).max_finite);
+      const float d = a * (1.0f / emax_val);
+      if (!std::isfinite(d)) return 0xFF;
+      const int ed = exp_field(d);
+      const int code = ed == 0 ? (man_field(d) > 0x400000u ? 1 : 0) : ed + (man_field(d) != 0);
+      return static_cast<std::uint8_t>(std::min(code, 254));
+    }
+    case E8::aiter_hip_fp4: return static_cast<std::uint8_t>(((bits_of(a / 6.0f) + 0x7FFFFFu) & 0x7F800000u) >> 23);
+    case E8::aiter_triton_v_fp4: {
+      const float b = a < 1e-12f ? 1e-12f : a;
+      return static_cast<std::uint8_t>(exp_field(b) - 2 + (man_field(b) > 0x400000u));
+    }
+    case E8::aiter_triton_rne: {
+      const bool up = m > 0x400000u || (m == 0x400000u && (e % 2) == 1);
+      return static_cast<std::uint8_t>(clampi(e + up - 2, 0, 254));
+    }
+    case E8::aiter_hip_fp8: {
+      const int c = static_cast<int>(((bits_of(a) + 0x200000u) & 0x7F800000u) >> 23) - 8;
+      return static_cast<std::uint8_t>(c < 0 ? 0 : c == 255 ? 254 : c);
+    }
+    case E8::aiter_hip_fp6: return a == 0.0f ? 127 : static_cast<std::uint8_t>((e - 2) & 0xFF);
   }
-  if (r == "aiter_hip_fp4") return static_cast<std::uint8_t>(((bits_of(a / 6.0f) + 0x7FFFFFu) & 0x7F800000u) >> 23);
-  if (r == "aiter_triton_v_fp4") {
-    const float b = a < 1e-12f ? 1e-12f : a;
-    return static_cast<std::uint8_t>(exp_field(b) - 2 + (man_field(b) > 0x400000u));
-  }
-  if (r == "aiter_triton_rne") {
-    const bool up = m > 0x400000u || (m == 0x400000u && (e % 2) == 1);
-    return static_cast<std::uint8_t>(clampi(e + up - 2, 0, 254));
-  }
-  if (r == "aiter_hip_fp8") {
-    const int c = static_cast<int>(((bits_of(a) + 0x200000u) & 0x7F800000u) >> 23) - 8;
-    return static_cast<std::uint8_t>(c < 0 ? 0 : c == 255 ? 254 : c);
-  }
-  if (r == "aiter_hip_fp6") return a == 0.0f ? 127 : static_cast<std::uint8_t>((e - 2) & 0xFF);
-  throw Error("scheme " + s.head + ": unknown E8M0 rule '" + r + "'");
+  throw Error("scheme " + scheme_head(s) + ": unknown E8M0 rule " + std::to_string(static_cast<int>(s.e8m0)));
 }
 
 float e8m0_multiplier(std::uint8_t code, const Scheme& s) {
   if (code == 0xFF) return kNaN;
-  if (s.e8m0 == "aiter_hip_fp8") return from_bits(static_cast<std::uint32_t>(254 - code) << 23);
+  if (s.e8m0 == Scheme::E8M0Rule::aiter_hip_fp8) return from_bits(static_cast<std::uint32_t>(254 - code) << 23);
   return static_cast<float>(std::ldexp(1.0, 127 - static_cast<int>(code)));
 }
 
 float mx_element(float v, const Scheme& s) {
-  if (!s.mx_int8) return round_to(s.elem, v, s.tie, s.sat);
+  if (!is_mx_int8(s)) return round_to(format_spec(s.element), v, s.elem_round, s.overflow);
   // MXINT8: v * 64 rounded to an integer in [-127, 127] (NaN -> 0), value / 64.
   const float w = v * 64.0f;
   float n = 0;
   if (!std::isnan(w)) {
     const double u = static_cast<double>(w);
-    n = static_cast<float>(s.tie == Tie::even ? std::nearbyint(u) : s.tie == Tie::away ? std::floor(std::fabs(u) + 0.5) * (u < 0 ? -1 : 1)
+    n = static_cast<float>(s.elem_round == Rounding::rne ? std::nearbyint(u) : s.elem_round == Rounding::away ? std::floor(std::fabs(u) + 0.5) * (u < 0 ? -1 : 1)
                                                                                        : std::ceil(std::fabs(u) - 0.5) * (u < 0 ? -1 : 1));
     n = std::min(std::max(n, -127.0f), 127.0f);
   }
@@ -125,20 +123,20 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
   auto w = [&](std::int64_t sl, std::int64_t t, std::int64_t c) -> float& {
     return o.val[static_cast<std::size_t>((sl * T + t) * C + c)];
   };
-  if (s.kind == Scheme::Kind::f32) return o;
-  if (s.kind == Scheme::Kind::cast) {
-    for (float& v : o.val) v = round_to(s.elem, v, s.tie, s.sat);
+  if (s.family == Scheme::Family::identity) return o;
+  if (s.family == Scheme::Family::cast) {
+    for (float& v : o.val) v = round_to(format_spec(s.element), v, s.elem_round, s.overflow);
     return o;
   }
   // 1. smoothing: subtract the per-channel mean over tokens (double sum in token order).
-  if (s.smooth != Scheme::Smooth::none) {
+  if (s.smooth != Scheme::Smoothing::none) {
     o.km.assign(static_cast<std::size_t>(slabs * C), 0.0f);
     for (std::int64_t sl = 0; sl < slabs; ++sl)
       for (std::int64_t c = 0; c < C; ++c) {
         double sum = 0;
         for (std::int64_t t = 0; t < T; ++t) sum += w(sl, t, c);
         float km = T > 0 ? static_cast<float>(sum / static_cast<double>(T)) : 0.0f;
-        if (s.smooth == Scheme::Smooth::bf16) km = to_bf16(km);
+        if (s.smooth == Scheme::Smoothing::bf16) km = to_bf16(km);
         o.km[static_cast<std::size_t>(sl * C + c)] = km;
       }
     for (std::int64_t sl = 0; sl < slabs; ++sl)
@@ -152,27 +150,28 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
         for (std::int64_t c = 0; c < C; ++c) {
           const float km = bugs.smooth_per_token ? tok_mean : o.km[static_cast<std::size_t>(sl * C + c)];
           const float d = w(sl, t, c) - km;
-          w(sl, t, c) = s.smooth == Scheme::Smooth::bf16 ? to_bf16(d) : d;
+          w(sl, t, c) = s.smooth == Scheme::Smoothing::bf16 ? to_bf16(d) : d;
         }
       }
   }
   // 2. Rotation of each token's channels, 3. Q prescale by fl32(sm_scale * 1.44269504) (the
   // h128_bf16 rotation consumes it).
   const auto factor = static_cast<float>(sm_scale * 1.44269504);
-  using Rt = Scheme::Rotate;
+  const bool prescale = s.prescale == Scheme::Prescale::sm_log2e;
+  using Rt = Scheme::Rotation;
   if (s.rotate != Rt::none) {
     if ((s.rotate == Rt::h128 || s.rotate == Rt::h128_bf16) && C != 128)
-      throw Error("scheme " + s.head + ": the 128-channel Hadamard rotation needs head_dim 128");
-    if (s.rotate == Rt::h32_bf16 && C % 32 != 0) throw Error("scheme " + s.head + ": h32_bf16 needs head_dim % 32 == 0");
+      throw Error("scheme " + scheme_head(s) + ": the 128-channel Hadamard rotation needs head_dim 128");
+    if (s.rotate == Rt::h32_bf16 && C % 32 != 0) throw Error("scheme " + scheme_head(s) + ": h32_bf16 needs head_dim % 32 == 0");
     for (std::int64_t sl = 0; sl < slabs; ++sl)
-      for (std::int64_t t = 0; t < T; ++t) rotate(&w(sl, t, 0), C, s.rotate, s.prescale ? factor : 1.0f);
+      for (std::int64_t t = 0; t < T; ++t) rotate(&w(sl, t, 0), C, s.rotate, prescale ? factor : 1.0f);
   }
-  if (s.prescale && s.rotate != Rt::h128_bf16)
+  if (prescale && s.rotate != Rt::h128_bf16)
     for (float& v : o.val) v = v * factor;
   // 4. MX: E8M0 per block of `block` channels (Q/K) or tokens (V), then element casts.
-  if (s.kind == Scheme::Kind::mx) {
+  if (s.family == Scheme::Family::mx) {
     Scheme sx = s;  // the scheme as a buggy quantizer reads it (== s without bugs)
-    if (bugs.e8m0_floor) sx.e8m0 = "floor";
+    if (bugs.e8m0_floor) sx.e8m0 = Scheme::E8M0Rule::floor;
     o.mx = true;
     o.block = s.block;
     const std::int64_t nb = as_v ? (T + s.block - 1) / s.block : (C + s.block - 1) / s.block;
@@ -194,36 +193,37 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
   }
   // 5. Uniform scales (int8 / fp8): group of each element.
   const float qmax = s.scale_max;
-  using G = Scheme::Gran;
-  if (as_v && s.gran != G::tensor && s.gran != G::channel)
-    throw Error("scheme " + s.head + ": V's scale must be per_tensor or per_channel");
-  const bool half_blocks = bugs.block_mismatch && s.gran == G::block && s.block >= 2;
-  const std::int64_t rows = s.gran == G::block ? (half_blocks ? s.block / 2 : s.block)
-                          : (s.gran == G::warp || s.gran == G::thread) ? warp_rows(s) : 1;
-  const std::int64_t per_slab_t = s.gran == G::token ? T : (T + rows - 1) / rows;
-  const std::int64_t groups_c = s.gran == G::thread ? (s.role_k ? 4 : 8) : s.gran == G::channel ? C : 1;
+  const bool role_k = s.role == Scheme::Role::k, apply_mul = s.apply == Scheme::ApplyOp::mul;
+  using G = Scheme::Granularity;
+  if (as_v && s.granularity != G::per_tensor && s.granularity != G::per_channel)
+    throw Error("scheme " + scheme_head(s) + ": V's scale must be per_tensor or per_channel");
+  const bool half_blocks = bugs.block_mismatch && s.granularity == G::per_block && s.block >= 2;
+  const std::int64_t rows = s.granularity == G::per_block ? (half_blocks ? s.block / 2 : s.block)
+                          : (s.granularity == G::per_warp || s.granularity == G::per_thread) ? warp_rows(s) : 1;
+  const std::int64_t per_slab_t = s.granularity == G::per_token ? T : (T + rows - 1) / rows;
+  const std::int64_t groups_c = s.granularity == G::per_thread ? (role_k ? 4 : 8) : s.granularity == G::per_channel ? C : 1;
   auto group = [&](std::int64_t sl, std::int64_t t, std::int64_t c) -> std::int64_t {
-    switch (s.gran) {
-      case G::tensor: return 0;
-      case G::channel: return sl * C + c;
-      case G::token: return sl * T + t;
-      case G::block:
-      case G::warp: return sl * per_slab_t + t / rows;
-      case G::thread: return (sl * per_slab_t + t / rows) * groups_c + (s.role_k ? (t % 8) / 2 : t % 8);
+    switch (s.granularity) {
+      case G::per_tensor: return 0;
+      case G::per_channel: return sl * C + c;
+      case G::per_token: return sl * T + t;
+      case G::per_block:
+      case G::per_warp: return sl * per_slab_t + t / rows;
+      case G::per_thread: return (sl * per_slab_t + t / rows) * groups_c + (role_k ? (t % 8) / 2 : t % 8);
     }
     return 0;
   };
-  const std::int64_t ngroups = s.gran == G::tensor ? 1 : s.gran == G::channel ? slabs * C : s.gran == G::token ? slabs * T
+  const std::int64_t ngroups = s.granularity == G::per_tensor ? 1 : s.granularity == G::per_channel ? slabs * C : s.granularity == G::per_token ? slabs * T
                                                          : slabs * per_slab_t * groups_c;
   std::vector<float> amax(static_cast<std::size_t>(ngroups), 0.0f);
   for (std::int64_t sl = 0; sl < slabs; ++sl)
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t c = 0; c < C; ++c) amax_into(amax[static_cast<std::size_t>(group(sl, t, c))], w(sl, t, c));
   std::vector<float> scale(amax.size()), mult(amax.size(), 1.0f);
-  using R = Scheme::Rule;
+  using R = Scheme::ScaleRule;
   for (std::size_t g = 0; g < amax.size(); ++g) {
     const float a = amax[g];
-    switch (s.rule) {
+    switch (s.scale) {
       case R::ieee: scale[g] = a / qmax; break;
       case R::rcp: scale[g] = a * (1.0f / qmax); break;
       case R::eps: scale[g] = a / qmax + kSageEps; break;
@@ -231,21 +231,21 @@ QOperand quantize_operand(const std::vector<float>& x, std::int64_t slabs, std::
       case R::ieee_one: scale[g] = a == 0.0f ? 1.0f : a / qmax; break;
       case R::none: scale[g] = 1.0f; break;
     }
-    if (s.apply_mul) {
-      if (s.rule == R::floor) mult[g] = qmax / std::max(a, kSageEps);
-      else if (s.rule == R::ieee || s.rule == R::rcp) mult[g] = qmax / a;
-      else throw Error("scheme " + s.head + ": apply=mul needs scale=ieee, rcp or floor");
+    if (apply_mul) {
+      if (s.scale == R::floor) mult[g] = qmax / std::max(a, kSageEps);
+      else if (s.scale == R::ieee || s.scale == R::rcp) mult[g] = qmax / a;
+      else throw Error("scheme " + scheme_head(s) + ": apply=mul needs scale=ieee, rcp or floor");
     }
   }
-  o.ival = s.kind == Scheme::Kind::int8;
-  const Sat sat = bugs.v_nosat ? Sat::ieee : s.sat;
+  o.ival = s.family == Scheme::Family::int8;
+  const Overflow sat = bugs.v_nosat ? Overflow::ieee : s.overflow;
   for (std::int64_t sl = 0; sl < slabs; ++sl)
     for (std::int64_t t = 0; t < T; ++t)
       for (std::int64_t c = 0; c < C; ++c) {
         const auto g = static_cast<std::size_t>(group(sl, t, c));
-        const float q = s.apply_mul ? w(sl, t, c) * mult[g] : w(sl, t, c) / scale[g];
+        const float q = apply_mul ? w(sl, t, c) * mult[g] : w(sl, t, c) / scale[g];
         if (o.ival) w(sl, t, c) = bugs.int8_trunc ? (std::isnan(q) ? 0.0f : std::clamp(std::trunc(q), -128.0f, 127.0f)) : to_int8(q, s.int_round);
-        else w(sl, t, c) = round_to(s.elem, q, s.tie, sat);
+        else w(sl, t, c) = round_to(format_spec(s.element), q, s.elem_round, sat);
       }
   if (as_v) {
     for (std::int64_t sl = 0; sl < slabs; ++sl)

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/cpu_numerics.hpp"
 #include "cpu/cpu_scheme.hpp"
 
 namespace attest::kernels::cpu {

@@ -17,38 +17,17 @@ namespace attest::gpu {
 namespace {
 
 namespace cpu = attest::kernels::cpu;
-using cpu::Scheme;
 using std::int64_t;
-
-emu::EmuFmt emu_fmt(const cpu::FloatFmt& f) {
-  emu::EmuFmt e;
-  e.man = f.man;
-  e.emin = f.emin;
-  e.max = f.max;
-  e.has_inf = f.has_inf;
-  e.has_nan = f.has_nan;
-  e.fnuz = f.fnuz;
-  return e;
-}
 
 // The P / O rounding of an element format, as the CPU kernels' round_elem (bf16/fp16 IEEE,
 // fp8/fp4 saturating like cvt.rn.satfinite). Returns false for f32 (no rounding).
-bool elem_rounding(ElemFormat f, emu::EmuFmt& fmt, int& sat) {
-  sat = emu::kSatFinite;
-  switch (f) {
-    case ElemFormat::f32: return false;
-    case ElemFormat::bf16: fmt = emu_fmt(cpu::kBf16), sat = emu::kSatIeee; return true;
-    case ElemFormat::fp16: fmt = emu_fmt(cpu::kFp16), sat = emu::kSatIeee; return true;
-    case ElemFormat::fp8_e4m3fn: fmt = emu_fmt(cpu::kE4m3); return true;
-    case ElemFormat::fp8_e4m3fnuz: fmt = emu_fmt(cpu::kE4m3fnuz); return true;
-    case ElemFormat::fp8_e5m2: fmt = emu_fmt(cpu::kE5m2); return true;
-    case ElemFormat::fp4_e2m1fn: fmt = emu_fmt(cpu::kE2m1); return true;
-  }
-  return false;
+bool elem_rounding(FormatId f, FormatSpec& fmt, emu::Overflow& sat) {
+  sat = emu::Overflow::sat_cuda;
+  if (f == FormatId::f32) return false;
+  fmt = format_spec(f);
+  if (f == FormatId::bf16 || f == FormatId::fp16) sat = emu::Overflow::ieee;
+  return true;
 }
-
-int tie_of(cpu::Tie t) { return t == cpu::Tie::even ? emu::kTieEven : t == cpu::Tie::away ? emu::kTieAway : emu::kTieSmaller; }
-int sat_of(cpu::Sat s) { return s == cpu::Sat::ieee ? emu::kSatIeee : s == cpu::Sat::satfinite ? emu::kSatFinite : emu::kSatHip; }
 
 // Unquantized floats of batch elements [b0, b1) as slab-major [slab][t][c] (slab = (b - b0) * heads + h).
 std::vector<float> gather(const cpu::TokenView<const float>& in, int64_t b0, int64_t b1, int64_t heads, int64_t C,
@@ -76,17 +55,18 @@ void append(std::vector<T>& dst, const std::vector<T>& src) {
 std::string emu_unsupported(const Problem& p, const Recipe& r) {
   const cpu::Plan plan = cpu::make_plan(r);
   if (auto why = cpu::plan_unsupported(plan); !why.empty()) return why;
-  if (plan.q.kind == Scheme::Kind::int8 && p.head_dim > 1024) return "INT8 logits need head_dim <= 1024 (exact int32 sums)";
+  if (plan.q.family == Scheme::Family::int8 && p.head_dim > 1024) return "INT8 logits need head_dim <= 1024 (exact int32 sums)";
   for (const Scheme* s : {&plan.q, &plan.k}) {
-    if ((s->rotate == Scheme::Rotate::h128 || s->rotate == Scheme::Rotate::h128_bf16) && p.head_dim != 128)
+    if ((s->rotate == Scheme::Rotation::h128 || s->rotate == Scheme::Rotation::h128_bf16) && p.head_dim != 128)
       return "the 128-channel Hadamard rotation needs head_dim 128";
-    if (s->rotate == Scheme::Rotate::h32_bf16 && p.head_dim % 32 != 0) return "rotate=h32_bf16 needs head_dim % 32 == 0";
+    if (s->rotate == Scheme::Rotation::h32_bf16 && p.head_dim % 32 != 0) return "rotate=h32_bf16 needs head_dim % 32 == 0";
   }
-  if (!r.p_mx.empty()) {
-    const Scheme pm = cpu::parse_scheme(r.p_mx);
-    if (pm.mx_int8) return "MXINT8 P is not implemented on the device";
-    if (pm.e8m0 != "floor" && pm.e8m0 != "ceil" && pm.e8m0 != "aiter_hip_fp4")
-      return "MX P scale rule '" + pm.e8m0 + "' is not implemented on the device (floor, ceil, aiter_hip_fp4)";
+  if (r.p_mx) {
+    const Scheme& pm = *r.p_mx;
+    if (cpu::is_mx_int8(pm)) return "MXINT8 P is not implemented on the device";
+    using E8 = Scheme::E8M0Rule;
+    if (pm.e8m0 != E8::floor && pm.e8m0 != E8::ceil && pm.e8m0 != E8::aiter_hip_fp4)
+      return "MX P scale rule '" + std::string(name(pm.e8m0)) + "' is not implemented on the device (floor, ceil, aiter_hip_fp4)";
   }
   return {};
 }
@@ -152,26 +132,26 @@ EmuHost emu_prepare_host(const Problem& p, const Recipe& r, const Tensor& tq, co
   ep.qk_block = qk_block;
   ep.vblock = vblock;
   ep.sm_scale = scale;
-  ep.c = plan.q.prescale ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * 0x1.71547652b82fep0);
+  ep.c = plan.q.prescale == Scheme::Prescale::sm_log2e ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * 0x1.71547652b82fep0);
   ep.off = r.pscale == PScale::offset_8807 ? 8.807f : r.pscale == PScale::pow2_8 ? 8.0f : 0.0f;
   ep.rescale_conditional = r.rescale == RescalePolicy::conditional;
   ep.neg_threshold = static_cast<float>(-r.rescale_threshold);
   ep.exp2_fa4 = r.exp2 == Exp2Policy::fa4;
   std::copy_n(exp2_cr_coefficients(), 16, ep.exp2c);
   ep.pv_block = 32;
-  if (!r.p_mx.empty()) {
-    const Scheme pm = cpu::parse_scheme(r.p_mx);
+  if (r.p_mx) {
+    const Scheme& pm = *r.p_mx;
     ep.p = EmuP::mx;
-    ep.p_fmt = emu_fmt(pm.elem);
-    ep.p_tie = tie_of(pm.tie);
-    ep.p_sat = sat_of(pm.sat);
-    ep.p_e8m0 = pm.e8m0 == "floor" ? emu::kE8m0Floor : pm.e8m0 == "ceil" ? emu::kE8m0Ceil : emu::kE8m0AiterHipFp4;
-    ep.p_emax = std::ilogb(pm.elem.max);
+    ep.p_fmt = format_spec(pm.element);
+    ep.p_tie = pm.elem_round;
+    ep.p_sat = pm.overflow;
+    ep.p_e8m0 = pm.e8m0;
+    ep.p_emax = std::ilogb(ep.p_fmt.max_finite);
     ep.pv_block = pm.block;
   } else {
-    int sat = 0;
+    emu::Overflow sat = emu::Overflow::sat_cuda;
     ep.p = elem_rounding(r.p, ep.p_fmt, sat) ? EmuP::elem : EmuP::f32;
-    ep.p_tie = emu::kTieEven;
+    ep.p_tie = emu::Rounding::rne;
     ep.p_sat = sat;
   }
   if (mxv) ep.pv_block = vblock;

@@ -27,7 +27,6 @@
 namespace attest::kernels::gpu_emu {
 namespace {
 
-using cpu::Scheme;
 using std::int64_t;
 
 // Why this entry cannot run (p, r), or empty.

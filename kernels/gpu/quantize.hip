@@ -32,7 +32,7 @@ struct Src {
   i64 lead1, s0, s1, st, sc;
   i64 C = 0;
   const float* km = nullptr;  // smoothing means [slab][C], or nullptr
-  Smooth sm = Smooth::none;
+  Smoothing sm = Smoothing::none;
   bool scale = false;         // prescale by `factor`
   float factor = 1.0f;
   __device__ float fix(float v, i64 slab, i64 c) const {
@@ -63,7 +63,7 @@ __device__ inline void store_scale(void* scales, bool mx, i64 k, std::uint32_t s
 
 // ---- 1. smoothing mean and pre-transforms ----
 
-__global__ void mean_kernel(Src x, i64 n, i64 T, i64 C, Smooth sm, const float* mean_in, float* km) {
+__global__ void mean_kernel(Src x, i64 n, i64 T, i64 C, Smoothing sm, const float* mean_in, float* km) {
   const i64 id = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= n * C) return;
   const i64 slab = id / C, c = id % C;
@@ -74,14 +74,14 @@ __global__ void mean_kernel(Src x, i64 n, i64 T, i64 C, Smooth sm, const float* 
   double acc = 0.0;  // token order, as the reference
   for (i64 t = 0; t < T; ++t) acc += static_cast<double>(x.raw(slab, t, c));
   float m = T > 0 ? static_cast<float>(acc / static_cast<double>(T)) : 0.0f;
-  if (sm == Smooth::bf16) m = round_bf16(m);
+  if (sm == Smoothing::bf16) m = round_bf16(m);
   km[id] = m;
 }
 
 // One thread per (slab, token, piece): a piece is the whole row (h128: 128 channels), one
 // 32-channel block (h32_bf16) or one element (no rotation).
 __global__ void prepare_kernel(Src x, i64 n, i64 T, i64 C, Scheme s, float factor, const float* km, float* w) {
-  const i64 piece = s.rotate == Rotate::none ? 1 : s.rotate == Rotate::h32_bf16 ? 32 : C;
+  const i64 piece = s.rotate == Rotation::none ? 1 : s.rotate == Rotation::h32_bf16 ? 32 : C;
   const i64 per_row = C / piece;
   const i64 id = static_cast<i64>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (id >= n * T * per_row) return;
@@ -90,7 +90,7 @@ __global__ void prepare_kernel(Src x, i64 n, i64 T, i64 C, Scheme s, float facto
   float buf[128];
   for (i64 j = 0; j < piece; ++j) {
     float v = x.raw(slab, t, c0 + j);
-    if (s.smooth != Smooth::none) v = smooth_value(v, km[slab * C + c0 + j], s.smooth);
+    if (s.smooth != Smoothing::none) v = smooth_value(v, km[slab * C + c0 + j], s.smooth);
     buf[j] = v;
   }
   rotate_prescale_row(buf, piece, s, factor);
@@ -139,15 +139,15 @@ __global__ void rows_kernel(RowsArgs a) {
   const int r_first = static_cast<int>(threadIdx.x) / tpr, c_first = static_cast<int>(threadIdx.x) % tpr;
   const bool active = r_first < r_step;  // threads beyond the last whole row stay idle
   const i64 base = a.x.slab_base(slab);
-  const bool mx = a.s.fam == Fam::mx, per_thread = a.s.fam != Fam::mx && a.s.gran == Gran::thread;
+  const bool mx = a.s.family == Family::mx, per_thread = a.s.family != Family::mx && a.s.granularity == Granularity::per_thread;
   const int mx_block = static_cast<int>(a.s.block);
   for (i64 k = threadIdx.x; k < a.local_gc; k += blockDim.x) amax[k] = 0u;
   __syncthreads();
-  if (a.s.fam != Fam::cast && active)
+  if (a.s.family != Family::cast && active)
     for (i64 r = r_first; r < rows; r += r_step) {
       const i64 t = t0 + r;
       const float* row = a.x.p + base + t * a.x.st;
-      const int tg = per_thread ? (a.s.role_k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
+      const int tg = per_thread ? (a.s.role == Role::k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
       std::uint32_t m = 0u;  // this thread's partial max of a row group (non-MX)
       for (int c = c_first; c < a.C; c += tpr) {
         const float v = a.x.fix(row[c * a.x.sc], slab, c);
@@ -166,7 +166,7 @@ __global__ void rows_kernel(RowsArgs a) {
     // at channel k * block.
     i64 gk = -1;
     if (mx) gk = group_index(a.s, a.g, slab, t0, k * a.s.block);
-    else if (a.s.fam != Fam::cast) gk = group_index(a.s, a.g, slab, t0, 0) + (per_thread ? k : 0);
+    else if (a.s.family != Family::cast) gk = group_index(a.s, a.g, slab, t0, 0) + (per_thread ? k : 0);
     if (gk >= 0) store_scale(a.scales, mx, gk, gs[k].stored);
   }
   __syncthreads();
@@ -175,7 +175,7 @@ __global__ void rows_kernel(RowsArgs a) {
     const i64 t = t0 + r;
     const float* row = a.x.p + base + t * a.x.st;
     const i64 o = (slab * a.T + t) * a.C;
-    const int tg = per_thread ? (a.s.role_k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
+    const int tg = per_thread ? (a.s.role == Role::k ? static_cast<int>(t % 8) / 2 : static_cast<int>(t % 8)) : 0;
     for (int c = c_first; c < a.C; c += tpr) {
       const GroupScale& g = gs[mx ? c / mx_block : tg];
       const float v = a.staged ? vals[r * a.C + c] : a.x.fix(row[c * a.x.sc], slab, c);
@@ -228,7 +228,7 @@ __global__ void codes_kernel(Src x, Scheme s, i64 n, i64 T, i64 C, const GroupSc
   const int r_step = static_cast<int>(blockDim.x) / tpr;
   const int r_first = static_cast<int>(threadIdx.x) / tpr, c_first = static_cast<int>(threadIdx.x) % tpr;
   if (r_first >= r_step) return;
-  const bool per_channel = s.gran == Gran::channel;
+  const bool per_channel = s.granularity == Granularity::per_channel;
   for (i64 r = static_cast<i64>(blockIdx.x) * r_step + r_first; r < n * T; r += static_cast<i64>(gridDim.x) * r_step) {
     const i64 slab = r / T, t = r % T;
     const float* row = x.p + x.slab_base(slab) + t * x.st;
@@ -244,7 +244,7 @@ __global__ void one_kernel(float* p) { *p = 1.0f; }
 
 std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
 bool global_path(const Scheme& s) {
-  return (s.fam == Fam::int8 || s.fam == Fam::fp8) && (s.gran == Gran::tensor || s.gran == Gran::channel);
+  return (s.family == Family::int8 || s.family == Family::fp8) && (s.granularity == Granularity::per_tensor || s.granularity == Granularity::per_channel);
 }
 struct Workspace {
   std::size_t w = 0, km = 0, amax = 0, gs = 0, total = 0;  // byte offsets and total
@@ -252,11 +252,11 @@ struct Workspace {
 Workspace workspace_layout(const Scheme& s, i64 n, i64 T, i64 C) {
   Workspace l;
   std::size_t off = 0;
-  if (s.rotate != Rotate::none) {
+  if (s.rotate != Rotation::none) {
     l.w = off;
     off += align256(static_cast<std::size_t>(n * T * C) * 4);
   }
-  if (s.smooth != Smooth::none) {
+  if (s.smooth != Smoothing::none) {
     l.km = off;
     off += align256(static_cast<std::size_t>(n * C) * 4);
   }
@@ -276,45 +276,48 @@ unsigned blocks_for(i64 n) { return static_cast<unsigned>((n + kThreads - 1) / k
 
 }  // namespace
 
-std::size_t quantize_codes_bytes(const DeviceScheme& s, std::int64_t n_elements) {
-  return static_cast<std::size_t>(n_elements) * (s.s.fam == Fam::cast ? 2 : 1);
+std::size_t quantize_codes_bytes(const Scheme& s, std::int64_t n_elements) {
+  require_device_quantizer(s);
+  return static_cast<std::size_t>(n_elements) * (s.family == Family::cast ? 2 : 1);
 }
-std::int64_t quantize_scales_count(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
-  const Grid g = grid_of(s.s, T, C);
+std::int64_t quantize_scales_count(const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+  require_device_quantizer(s);
+  const Grid g = grid_of(s, T, C);
   return g.global ? 1 : slabs * g.GT * g.GC;
 }
-std::size_t quantize_scales_bytes(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
-  return static_cast<std::size_t>(quantize_scales_count(s, slabs, T, C)) * (s.s.fam == Fam::mx ? 1 : 4);
+std::size_t quantize_scales_bytes(const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+  return static_cast<std::size_t>(quantize_scales_count(s, slabs, T, C)) * (s.family == Family::mx ? 1 : 4);
 }
-std::size_t quantize_workspace_bytes(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
-  return workspace_layout(s.s, slabs, T, C).total;
+std::size_t quantize_workspace_bytes(const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+  require_device_quantizer(s);
+  return workspace_layout(s, slabs, T, C).total;
 }
 
-void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream_ptr) {
-  const Scheme& s = ds.s;
+void quantize_device(const Scheme& s, const QuantizeArgs& a, void* stream_ptr) {
+  require_device_quantizer(s);
   const auto stream = static_cast<hipStream_t>(stream_ptr);
   const i64 n = a.lead0 * a.lead1, T = a.T, C = a.C;
   if (a.lead0 < 1 || a.lead1 < 1 || T < 0 || C < 0)
     throw Error("quantize_device: bad shape [" + std::to_string(a.lead0) + ", " + std::to_string(a.lead1) + ", " +
                 std::to_string(T) + ", " + std::to_string(C) + "]");
-  if ((s.rotate == Rotate::h128 || s.rotate == Rotate::h128_bf16) && C != 128)
-    throw Error("quantize_device: " + ds.text + " needs 128 channels, got " + std::to_string(C));
-  if (s.rotate == Rotate::h32_bf16 && C % 32 != 0)
-    throw Error("quantize_device: " + ds.text + " needs a multiple of 32 channels, got " + std::to_string(C));
+  if ((s.rotate == Rotation::h128 || s.rotate == Rotation::h128_bf16) && C != 128)
+    throw Error("quantize_device: " + to_string(s) + " needs 128 channels, got " + std::to_string(C));
+  if (s.rotate == Rotation::h32_bf16 && C % 32 != 0)
+    throw Error("quantize_device: " + to_string(s) + " needs a multiple of 32 channels, got " + std::to_string(C));
   float factor = 1.0f;
-  if (s.prescale) {
+  if (s.prescale == Prescale::sm_log2e) {
     if (!(a.sm_scale > 0 && a.sm_scale < 1e300))
       throw Error("quantize_device: prescale=sm_log2e needs a finite sm_scale > 0, got " + std::to_string(a.sm_scale));
     factor = static_cast<float>(a.sm_scale * 1.44269504);  // Sage computes it in Python (double)
   }
   const Workspace lay = workspace_layout(s, n, T, C);
-  if (lay.total > 0 && a.workspace == nullptr) throw Error("quantize_device: " + ds.text + " needs a workspace");
+  if (lay.total > 0 && a.workspace == nullptr) throw Error("quantize_device: " + to_string(s) + " needs a workspace");
   auto* ws = static_cast<unsigned char*>(a.workspace);
   const i64 total = n * T * C;
   Src src{a.x, a.lead1, a.stride[0], a.stride[1], a.stride[2], a.stride[3]};
   if (total > 0 && a.x == nullptr) throw Error("quantize_device: no input");
 
-  if (s.smooth != Smooth::none) {
+  if (s.smooth != Smoothing::none) {
     auto* km = reinterpret_cast<float*>(ws + lay.km);
     if (n * C > 0) {
       hipLaunchKernelGGL(mean_kernel, dim3(blocks_for(n * C)), dim3(kThreads), 0, stream, src, n, T, C, s.smooth, a.mean_in, km);
@@ -323,11 +326,11 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
         ATTEST_GPU_CHECK(hipMemcpyAsync(a.mean_out, km, static_cast<std::size_t>(n * C) * 4, hipMemcpyDeviceToDevice, stream));
     }
   }
-  if (s.rotate != Rotate::none) {
+  if (s.rotate != Rotation::none) {
     // Rotations mix a row's channels: one pass writes the transformed rows (smoothing, rotation,
     // prescale) into the workspace.
     auto* w = reinterpret_cast<float*>(ws + lay.w);
-    const i64 piece = s.rotate == Rotate::none ? 1 : s.rotate == Rotate::h32_bf16 ? 32 : C;
+    const i64 piece = s.rotate == Rotation::none ? 1 : s.rotate == Rotation::h32_bf16 ? 32 : C;
     const i64 threads = piece == 0 ? 0 : n * T * (C / piece);
     if (threads > 0) {
       hipLaunchKernelGGL(prepare_kernel, dim3(blocks_for(threads)), dim3(kThreads), 0, stream, src, n, T, C, s, factor,
@@ -338,16 +341,16 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
   } else {
     // Smoothing and prescale are elementwise: applied while loading (no extra pass).
     src.C = C;
-    if (s.smooth != Smooth::none) {
+    if (s.smooth != Smoothing::none) {
       src.km = reinterpret_cast<const float*>(ws + lay.km);
       src.sm = s.smooth;
     }
-    src.scale = s.prescale;
+    src.scale = s.prescale == Prescale::sm_log2e;
     src.factor = factor;
   }
 
   const Grid g = grid_of(s, T, C);
-  const bool wide = s.fam == Fam::cast;
+  const bool wide = s.family == Family::cast;
   if (global_path(s)) {
     const i64 groups = g.global ? 1 : n * g.GT * g.GC;
     auto* amax = reinterpret_cast<std::uint32_t*>(ws + lay.amax);
@@ -357,7 +360,7 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
     if (n * chunks > 0 && C > 0) {
       const int threads = C >= kThreads ? kThreads : static_cast<int>((C + 31) / 32 * 32);
       hipLaunchKernelGGL(amax_global_kernel, dim3(static_cast<unsigned>(n * chunks)), dim3(threads), 0, stream, src, T, C,
-                         s.gran == Gran::channel, amax);
+                         s.granularity == Granularity::per_channel, amax);
       ATTEST_GPU_CHECK_LAUNCH();
     }
     if (groups > 0) {
@@ -376,13 +379,13 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
 
   // Token-local groups.
   RowsArgs ra{src, s, g, T, C, 1, 1, a.codes, a.scales, wide, false};
-  if (s.fam == Fam::int8 || s.fam == Fam::fp8) {
-    if (s.gran == Gran::block) ra.span = s.block;
-    if (s.gran == Gran::warp || s.gran == Gran::thread) ra.span = s.warp_rows;
-    if (s.gran == Gran::thread) ra.local_gc = s.role_k ? 4 : 8;
+  if (s.family == Family::int8 || s.family == Family::fp8) {
+    if (s.granularity == Granularity::per_block) ra.span = s.block;
+    if (s.granularity == Granularity::per_warp || s.granularity == Granularity::per_thread) ra.span = warp_rows(s);
+    if (s.granularity == Granularity::per_thread) ra.local_gc = s.role == Role::k ? 4 : 8;
   }
-  if (s.fam == Fam::mx) ra.local_gc = (C + s.block - 1) / s.block;
-  if (s.fam == Fam::cast) {
+  if (s.family == Family::mx) ra.local_gc = (C + s.block - 1) / s.block;
+  if (s.family == Family::cast) {
     // Casts have one scale, 1.0f (a kernel, not a host copy: graph capture must not keep a
     // pointer to this stack frame).
     hipLaunchKernelGGL(one_kernel, dim3(1), dim3(1), 0, stream, static_cast<float*>(a.scales));
@@ -394,7 +397,7 @@ void quantize_device(const DeviceScheme& ds, const QuantizeArgs& a, void* stream
   // Stage the span in shared memory (one read of the input from memory) when it fits in
   // kStageBytes; larger spans read their values twice (the second time mostly from L2).
   constexpr std::size_t kStageBytes = 96 * 1024;
-  ra.staged = s.fam != Fam::cast && static_cast<std::size_t>(ra.span * C) * 4 <= kStageBytes;
+  ra.staged = s.family != Family::cast && static_cast<std::size_t>(ra.span * C) * 4 <= kStageBytes;
   const std::size_t shared = rows_smem(ra.local_gc, ra.span, C, ra.staged).total;
   if (shared > 48 * 1024) ATTEST_GPU_CHECK(hipFuncSetAttributeMaxDynamicSharedMemorySize(rows_kernel, static_cast<int>(shared)));
   // Enough threads for the span's rows at one warp-rounded row each, at most 512 (big staged

@@ -61,7 +61,7 @@ TEST_P(TiledFloat, CloseToFp64WithinTheFormatsError) {
   const Recipe r = parse_recipe(GetParam());
   const Recipe f32 = parse_recipe("q=f32;k=f32;v=f32;p=f32;out=f32");
   // bf16 output rounding alone is ~1.1e-3 relative (ANCHORS.md: real kernels 2.2e-3); fp16 ~1/8 of it.
-  const double bound = r.out == ElemFormat::bf16 ? 6e-3 : 8e-4;
+  const double bound = r.out == FormatId::bf16 ? 6e-3 : 8e-4;
   for (const char* ps : kProblems) {
     const Problem p = parse_problem(ps);
     const auto in = datasets::generate_qkv(p, Distribution::normal, 12);

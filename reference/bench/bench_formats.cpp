@@ -10,7 +10,7 @@
 #include "attest/reference/formats.hpp"
 
 namespace {
-using attest::ref::Format;
+using attest::FormatId;
 
 std::vector<float> inputs(std::size_t n) {
   std::mt19937 rng(1234);
@@ -20,7 +20,7 @@ std::vector<float> inputs(std::size_t n) {
   return x;
 }
 
-void BM_encode_batch(benchmark::State& state, Format f) {
+void BM_encode_batch(benchmark::State& state, FormatId f) {
   const auto x = inputs(static_cast<std::size_t>(state.range(0)));
   std::vector<std::uint8_t> out(x.size());
   for (auto _ : state) {
@@ -32,7 +32,7 @@ void BM_encode_batch(benchmark::State& state, Format f) {
 }
 
 // One call of the scalar float overload per element (same fast kernel, no batching).
-void BM_encode_scalar_float(benchmark::State& state, Format f) {
+void BM_encode_scalar_float(benchmark::State& state, FormatId f) {
   const auto x = inputs(static_cast<std::size_t>(state.range(0)));
   std::vector<std::uint8_t> out(x.size());
   for (auto _ : state) {
@@ -44,7 +44,7 @@ void BM_encode_scalar_float(benchmark::State& state, Format f) {
 }
 
 // The generic frexp/ldexp encoder from double (what every non-RNE mode uses).
-void BM_encode_scalar_generic(benchmark::State& state, Format f) {
+void BM_encode_scalar_generic(benchmark::State& state, FormatId f) {
   const auto x = inputs(static_cast<std::size_t>(state.range(0)));
   std::vector<std::uint8_t> out(x.size());
   for (auto _ : state) {
@@ -56,7 +56,7 @@ void BM_encode_scalar_generic(benchmark::State& state, Format f) {
   state.SetItemsProcessed(state.iterations() * state.range(0));
 }
 
-void BM_decode_batch(benchmark::State& state, Format f) {
+void BM_decode_batch(benchmark::State& state, FormatId f) {
   const auto x = inputs(static_cast<std::size_t>(state.range(0)));
   std::vector<std::uint8_t> codes(x.size());
   attest::ref::encode_f32(f, x, codes);
@@ -70,11 +70,11 @@ void BM_decode_batch(benchmark::State& state, Format f) {
 }
 
 constexpr std::int64_t kN = 1 << 20;
-BENCHMARK_CAPTURE(BM_encode_batch, fp8_e4m3fn, Format::fp8_e4m3fn)->Arg(kN);
-BENCHMARK_CAPTURE(BM_encode_scalar_float, fp8_e4m3fn, Format::fp8_e4m3fn)->Arg(kN);
-BENCHMARK_CAPTURE(BM_encode_scalar_generic, fp8_e4m3fn, Format::fp8_e4m3fn)->Arg(kN);
-BENCHMARK_CAPTURE(BM_encode_batch, fp8_e5m2, Format::fp8_e5m2)->Arg(kN);
-BENCHMARK_CAPTURE(BM_encode_batch, fp4_e2m1fn, Format::fp4_e2m1fn)->Arg(kN);
-BENCHMARK_CAPTURE(BM_decode_batch, fp8_e4m3fn, Format::fp8_e4m3fn)->Arg(kN);
+BENCHMARK_CAPTURE(BM_encode_batch, fp8_e4m3fn, FormatId::fp8_e4m3fn)->Arg(kN);
+BENCHMARK_CAPTURE(BM_encode_scalar_float, fp8_e4m3fn, FormatId::fp8_e4m3fn)->Arg(kN);
+BENCHMARK_CAPTURE(BM_encode_scalar_generic, fp8_e4m3fn, FormatId::fp8_e4m3fn)->Arg(kN);
+BENCHMARK_CAPTURE(BM_encode_batch, fp8_e5m2, FormatId::fp8_e5m2)->Arg(kN);
+BENCHMARK_CAPTURE(BM_encode_batch, fp4_e2m1fn, FormatId::fp4_e2m1fn)->Arg(kN);
+BENCHMARK_CAPTURE(BM_decode_batch, fp8_e4m3fn, FormatId::fp8_e4m3fn)->Arg(kN);
 }  // namespace
 BENCHMARK_MAIN();

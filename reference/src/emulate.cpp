@@ -88,28 +88,13 @@ struct Operand {
 };
 constexpr std::int16_t kNoExp = 0x7FFF;
 
-struct Scheme {
-  bool f32 = false;
-  QuantScheme q;
-};
-
-Scheme scheme_of(const std::string& text, const char* what) {
-  Scheme s;
-  try {
-    // The identity f32 is a head of the shared grammar; the reference quantizers have no
-    // identity family, so it stays a flag here.
-    const attest::Scheme c = attest::parse_scheme(text);
-    s.f32 = c.family == attest::Scheme::Family::identity;
-    if (!s.f32) s.q = from_core(c);
-  } catch (const Error& e) {
-    throw Error(std::string("emulate: recipe field ") + what + ": " + e.what());
-  }
-  return s;
-}
+// The identity f32 (a head of the shared grammar) leaves an operand as it is; the reference
+// quantizers refuse it, so the emulator branches on it first.
+bool is_f32(const Scheme& s) { return s.family == Scheme::Family::identity; }
 
 Kind kind_of(const Scheme& s) {
-  if (s.f32) return Kind::f32;
-  switch (s.q.family) {
+  switch (s.family) {
+    case Family::identity: return Kind::f32;
     case Family::cast: return Kind::cast;
     case Family::int8: return Kind::int8;
     case Family::fp8: return Kind::fp8;
@@ -119,14 +104,15 @@ Kind kind_of(const Scheme& s) {
 }
 
 float element_value(const Scheme& s, const Tensor& codes, std::int64_t o) {
-  switch (s.q.family) {
-    case Family::cast: return decode(s.q.element, codes.data<std::uint16_t>()[o]);
+  switch (s.family) {
+    case Family::identity: break;
+    case Family::cast: return decode(s.element, codes.data<std::uint16_t>()[o]);
     case Family::int8: return static_cast<float>(codes.data<std::int8_t>()[o]);
-    case Family::fp8: return decode(s.q.element, codes.data<std::uint8_t>()[o]);
+    case Family::fp8: return decode(s.element, codes.data<std::uint8_t>()[o]);
     case Family::mx: {
-      const auto code = s.q.element == Format::int8 ? static_cast<std::uint8_t>(codes.data<std::int8_t>()[o])
+      const auto code = s.element == FormatId::int8 ? static_cast<std::uint8_t>(codes.data<std::int8_t>()[o])
                                                     : codes.data<std::uint8_t>()[o];
-      return mx_element_value(code, s.q.element);
+      return mx_element_value(code, s.element);
     }
   }
   return kNaN;
@@ -137,7 +123,7 @@ std::int16_t mx_exponent(std::uint8_t code) {
 }
 
 // The per-token scale of a uniform-scale scheme (the grid of quantize.hpp's Quantized::scales).
-float token_scale(const QuantScheme& s, const float* scales, std::int64_t slab, std::int64_t T, std::int64_t t) {
+float token_scale(const Scheme& s, const float* scales, std::int64_t slab, std::int64_t T, std::int64_t t) {
   switch (s.granularity) {
     case Granularity::per_tensor: return scales[0];
     case Granularity::per_block: return scales[slab * ((T + s.block - 1) / s.block) + t / s.block];
@@ -171,7 +157,7 @@ Operand prepare_qk(const Tensor& x, const Scheme& s, double sm_scale, bool trans
   auto dst = [&](std::int64_t sl, std::int64_t t, std::int64_t c) {
     return static_cast<std::size_t>(transpose ? (sl * o.C + c) * o.T + t : (sl * o.T + t) * o.C + c);
   };
-  if (s.f32) {
+  if (is_f32(s)) {
     const Tensor xc = xt.contiguous();
     const float* src = o.val.empty() ? nullptr : xc.data<float>();
     for (std::int64_t sl = 0; sl < o.slabs; ++sl)
@@ -181,10 +167,10 @@ Operand prepare_qk(const Tensor& x, const Scheme& s, double sm_scale, bool trans
   }
   QuantInputs in;
   in.sm_scale = sm_scale;
-  const Quantized qz = quantize(xt, s.q, in);
+  const Quantized qz = quantize(xt, s, in);
   if (o.kind == Kind::int8) o.ival.assign(n, 0);
   if (o.kind == Kind::mx) {
-    o.block = s.q.block;
+    o.block = s.block;
     o.mx_exp.assign(static_cast<std::size_t>(o.slabs * o.T * ((o.C + o.block - 1) / o.block)), 0);
     const auto* e = qz.scales.data<std::uint8_t>();
     for (std::size_t i = 0; i < o.mx_exp.size(); ++i) o.mx_exp[i] = mx_exponent(e[i]);
@@ -192,7 +178,7 @@ Operand prepare_qk(const Tensor& x, const Scheme& s, double sm_scale, bool trans
   for (std::int64_t sl = 0; sl < o.slabs; ++sl)
     for (std::int64_t t = 0; t < o.T; ++t) {
       if (o.kind == Kind::int8 || o.kind == Kind::fp8)
-        o.tok_scale[static_cast<std::size_t>(sl * o.T + t)] = token_scale(s.q, qz.scales.data<float>(), sl, o.T, t);
+        o.tok_scale[static_cast<std::size_t>(sl * o.T + t)] = token_scale(s, qz.scales.data<float>(), sl, o.T, t);
       for (std::int64_t c = 0; c < o.C; ++c) {
         const std::int64_t src = (sl * o.T + t) * o.C + c;
         o.val[dst(sl, t, c)] = element_value(s, qz.codes, src);
@@ -214,15 +200,15 @@ Operand prepare_v(const Tensor& x, const Scheme& s) {
   o.C = xt.dim(3);
   o.val.assign(static_cast<std::size_t>(o.slabs * o.T * o.C), 0.0f);
   o.chan_scale.assign(static_cast<std::size_t>(o.slabs * o.C), 1.0f);
-  if (s.f32) {
+  if (is_f32(s)) {
     const Tensor xc = xt.contiguous();
     if (!o.val.empty()) std::copy_n(xc.data<float>(), o.val.size(), o.val.begin());
     return o;
   }
   if (o.kind == Kind::mx) {
-    o.block = s.q.block;
+    o.block = s.block;
     const std::int64_t nb = (o.T + o.block - 1) / o.block;
-    const Quantized qz = quantize(xt.permute({0, 1, 3, 2}), s.q);  // [n, H, Dv, T]
+    const Quantized qz = quantize(xt.permute({0, 1, 3, 2}), s);  // [n, H, Dv, T]
     o.mx_exp.assign(static_cast<std::size_t>(o.slabs * nb * o.C), 0);
     const auto* e = qz.scales.data<std::uint8_t>();  // [slab][c][tb]
     for (std::int64_t sl = 0; sl < o.slabs; ++sl)
@@ -235,19 +221,19 @@ Operand prepare_v(const Tensor& x, const Scheme& s) {
     return o;
   }
   if (o.kind == Kind::int8 || o.kind == Kind::fp8) {
-    if (s.q.granularity != Granularity::per_tensor && s.q.granularity != Granularity::per_channel)
-      throw Error("emulate: v scheme '" + to_string(s.q) +
+    if (s.granularity != Granularity::per_tensor && s.granularity != Granularity::per_channel)
+      throw Error("emulate: v scheme '" + to_string(s) +
                   "': V's scale must be per_tensor or per_channel (a per-token scale cannot be factored out of P.V)");
-    if (s.q.smooth != Smoothing::none || s.q.prescale != Prescale::none || s.q.rotate != Rotation::none)
-      throw Error("emulate: v scheme '" + to_string(s.q) + "': smoothing, prescale and rotation of V are not modelled");
+    if (s.smooth != Smoothing::none || s.prescale != Prescale::none || s.rotate != Rotation::none)
+      throw Error("emulate: v scheme '" + to_string(s) + "': smoothing, prescale and rotation of V are not modelled");
   }
-  const Quantized qz = quantize(xt, s.q);
+  const Quantized qz = quantize(xt, s);
   for (std::int64_t sl = 0; sl < o.slabs; ++sl)
     for (std::int64_t c = 0; c < o.C; ++c) {
       if (o.kind == Kind::int8 || o.kind == Kind::fp8) {
         const float* sc = qz.scales.data<float>();
         o.chan_scale[static_cast<std::size_t>(sl * o.C + c)] =
-            s.q.granularity == Granularity::per_tensor ? sc[0] : sc[sl * o.C + c];
+            s.granularity == Granularity::per_tensor ? sc[0] : sc[sl * o.C + c];
       }
       for (std::int64_t t = 0; t < o.T; ++t)
         o.val[static_cast<std::size_t>((sl * o.T + t) * o.C + c)] = element_value(s, qz.codes, (sl * o.T + t) * o.C + c);
@@ -277,10 +263,10 @@ struct Plan {
   Recipe r;
   Scheme sq, sk, sv;
   bool p_mx = false;
-  QuantScheme pmx;
-  Format p_fmt = Format::bf16;
+  Scheme pmx;
+  FormatId p_fmt = FormatId::bf16;
   bool p_round = false;  // P is rounded to p_fmt (element cast)
-  Format out_fmt = Format::bf16;
+  FormatId out_fmt = FormatId::bf16;
   bool out_round = false;
   bool out_sat = false;  ///< FP8/FP4 out formats saturate
   float off = 0;
@@ -293,17 +279,11 @@ struct Plan {
   double sm_scale = 0;
 };
 
-bool elem_format(ElemFormat e, Format& f) {
-  switch (e) {
-    case ElemFormat::f32: return false;
-    case ElemFormat::bf16: f = Format::bf16; return true;
-    case ElemFormat::fp16: f = Format::fp16; return true;
-    case ElemFormat::fp8_e4m3fn: f = Format::fp8_e4m3fn; return true;
-    case ElemFormat::fp8_e4m3fnuz: f = Format::fp8_e4m3fnuz; return true;
-    case ElemFormat::fp8_e5m2: f = Format::fp8_e5m2; return true;
-    case ElemFormat::fp4_e2m1fn: f = Format::fp4_e2m1fn; return true;
-  }
-  return false;
+// P and O formats other than f32 are rounded to (recipe formats: kRecipeElemFormats).
+bool elem_format(FormatId e, FormatId& f) {
+  if (e == FormatId::f32) return false;
+  f = e;
+  return true;
 }
 
 // fl(s * 2^e) for a block sum s and a combined block exponent e (kNoExp: NaN scale). The product
@@ -431,7 +411,7 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
                                     pl.pmx.element);
       }
     } else if (pl.p_round) {
-      const bool fp8 = pl.p_fmt != Format::bf16 && pl.p_fmt != Format::fp16;
+      const bool fp8 = pl.p_fmt != FormatId::bf16 && pl.p_fmt != FormatId::fp16;
       for (std::int64_t jj = 0; jj < n; ++jj)
         Pc[jj] = fp8 ? decode(pl.p_fmt, quantize_p(P[jj], pl.p_fmt)) : round_to(pl.p_fmt, P[jj]);
     } else {
@@ -464,7 +444,7 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
         const std::int64_t st = pl.reverse ? nst - 1 - si : si;
         const std::int64_t b0 = st * kStep;
         block_sum(b0, std::min(n, b0 + kStep), cs);
-        for (std::int64_t d = 0; d < Dv; ++d) part[d] = round_to(Format::fp16, part[d] + cs[d]);
+        for (std::int64_t d = 0; d < Dv; ++d) part[d] = round_to(FormatId::fp16, part[d] + cs[d]);
       }
       for (std::int64_t d = 0; d < Dv; ++d) acc[d] = acc[d] + part[d];
     } else if (!pl.p_mx && u.v.kind != Kind::mx) {
@@ -538,9 +518,9 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
   Plan pl;
   pl.p = &p;
   pl.r = r;
-  pl.sq = scheme_of(r.q, "q");
-  pl.sk = scheme_of(r.k, "k");
-  pl.sv = scheme_of(r.v, "v");
+  pl.sq = r.q;
+  pl.sk = r.k;
+  pl.sv = r.v;
   pl.reverse = opt.reverse_kv;
   pl.smoothed_lse = opt.smoothed_lse;
   pl.sm_scale = p.scale();
@@ -555,45 +535,45 @@ Plan make_plan(const Problem& p, const Recipe& r, const EmulateOptions& opt) {
   const Kind kq = kind_of(pl.sq), kk = kind_of(pl.sk), kv = kind_of(pl.sv);
   auto floaty = [](Kind k) { return k == Kind::f32 || k == Kind::cast || k == Kind::fp8; };
   require((kq == Kind::int8 && kk == Kind::int8) || (kq == Kind::mx && kk == Kind::mx) || (floaty(kq) && floaty(kk)),
-          "q '" + r.q + "' and k '" + r.k + "' cannot meet in one product (int8 pairs with int8, MX with MX, casts and fp8 "
+          "q '" + to_string(r.q) + "' and k '" + to_string(r.k) + "' cannot meet in one product (int8 pairs with int8, MX with MX, casts and fp8 "
           "with each other)");
   if (kq == Kind::int8)
     require(p.head_dim <= 1024, "int8 Q.K needs head_dim <= 1024 (so the int32 sum converts to float exactly), got " +
                                     std::to_string(p.head_dim));
-  if (kq == Kind::mx) require(pl.sq.q.block == pl.sk.q.block, "MX q and k need the same block size");
-  if (!pl.sq.f32) require(pl.sq.q.smooth == Smoothing::none, "Q smoothing is not modelled (q '" + r.q + "')");
-  if (!pl.sk.f32) require(pl.sk.q.prescale == Prescale::none, "K prescale is not modelled (k '" + r.k + "')");
-  const Rotation rq = pl.sq.f32 ? Rotation::none : pl.sq.q.rotate, rk = pl.sk.f32 ? Rotation::none : pl.sk.q.rotate;
+  if (kq == Kind::mx) require(pl.sq.block == pl.sk.block, "MX q and k need the same block size");
+  if (!is_f32(pl.sq)) require(pl.sq.smooth == Smoothing::none, "Q smoothing is not modelled (q '" + to_string(r.q) + "')");
+  if (!is_f32(pl.sk)) require(pl.sk.prescale == Prescale::none, "K prescale is not modelled (k '" + to_string(r.k) + "')");
+  const Rotation rq = is_f32(pl.sq) ? Rotation::none : pl.sq.rotate, rk = is_f32(pl.sk) ? Rotation::none : pl.sk.rotate;
   require(rq == rk, "q and k must use the same rotation (a rotation preserves Q.K only when both sides take it)");
-  pl.c = (!pl.sq.f32 && pl.sq.q.prescale == Prescale::sm_log2e)
+  pl.c = (!is_f32(pl.sq) && pl.sq.prescale == Prescale::sm_log2e)
              ? 1.0f
              : static_cast<float>(static_cast<double>(static_cast<float>(p.scale())) * kLog2e);
 
   pl.off = p_offset(r.pscale);
   pl.p_round = elem_format(r.p, pl.p_fmt);
-  if (!r.p_mx.empty()) {
-    pl.pmx = scheme_of(r.p_mx, "p_mx").q;
+  if (r.p_mx) {
+    pl.pmx = *r.p_mx;
     require(pl.pmx.family == Family::mx && pl.pmx.element == pl.p_fmt && pl.p_round,
-            "p_mx '" + r.p_mx + "' must be an MX scheme of the P format " + std::string(name(r.p)));
+            "p_mx '" + to_string(*r.p_mx) + "' must be an MX scheme of the P format " + std::string(name(r.p)));
     require(pl.pmx.smooth == Smoothing::none && pl.pmx.prescale == Prescale::none && pl.pmx.rotate == Rotation::none,
-            "p_mx '" + r.p_mx + "': P has no smoothing, prescale or rotation");
+            "p_mx '" + to_string(*r.p_mx) + "': P has no smoothing, prescale or rotation");
     pl.p_mx = true;
     pl.p_round = false;
     pl.pv_block = pl.pmx.block;
   } else {
-    require(r.p != ElemFormat::fp4_e2m1fn, "p=fp4_e2m1fn needs p_mx (the MX scheme of P along keys)");
+    require(r.p != FormatId::fp4_e2m1fn, "p=fp4_e2m1fn needs p_mx (the MX scheme of P along keys)");
   }
   if (kv == Kind::mx) {
-    if (pl.p_mx) require(pl.sv.q.block == pl.pmx.block, "MX P and V need the same block size");
-    pl.pv_block = pl.sv.q.block;
+    if (pl.p_mx) require(pl.sv.block == pl.pmx.block, "MX P and V need the same block size");
+    pl.pv_block = pl.sv.block;
   }
   if (pl.p_mx || kv == Kind::mx)
     require(r.tile_kv % pl.pv_block == 0, "tile_kv " + std::to_string(r.tile_kv) +
                                               " must be a multiple of the P.V block " + std::to_string(pl.pv_block));
-  pl.pv_fp16 = r.pv_acc == ElemFormat::fp16;
+  pl.pv_fp16 = r.pv_acc == FormatId::fp16;
   if (pl.pv_fp16) require(!pl.p_mx && kv != Kind::mx, "pv_acc=fp16 is modelled for element-cast P and V only (not MX)");
   pl.out_round = elem_format(r.out, pl.out_fmt);
-  pl.out_sat = pl.out_round && pl.out_fmt != Format::bf16 && pl.out_fmt != Format::fp16;
+  pl.out_sat = pl.out_round && pl.out_fmt != FormatId::bf16 && pl.out_fmt != FormatId::fp16;
   require(opt.tile_kv_divisor >= 1, "tile_kv_divisor must be >= 1");
   if (const int t = r.tile_kv / opt.tile_kv_divisor;
       opt.tile_kv_divisor > 1 && t >= 1 && (!(pl.p_mx || kv == Kind::mx) || t % pl.pv_block == 0))
@@ -615,7 +595,7 @@ Unit make_unit(const Plan& pl, const Tensor& q, const Tensor& k, const Tensor& v
   u.q = prepare_qk(q, pl.sq, pl.sm_scale, false);
   u.k = prepare_qk(k, pl.sk, pl.sm_scale, true);
   u.v = prepare_v(v, pl.sv);
-  if (!u.k.mean.empty()) u.qraw = prepare_qk(q, Scheme{true, {}}, 0, false).val;
+  if (!u.k.mean.empty()) u.qraw = prepare_qk(q, default_scheme("f32"), 0, false).val;
   return u;
 }
 

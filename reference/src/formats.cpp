@@ -21,67 +21,69 @@ namespace {
 
 constexpr double p2(int e) { return e >= 0 ? double(1ull << e) : 1.0 / double(1ull << -e); }
 
-// The format table of FORMATS.md (core/format.hpp), indexed by Format (== FormatId).
+// The format table of FORMATS.md (core/format.hpp), indexed by FormatId; kAll: the rows with a codec (all but f32).
 constexpr const auto& kInfo = kFormatTable;
-constexpr std::array<Format, 11> kAll{Format::bf16, Format::fp16, Format::fp8_e4m3fn, Format::fp8_e5m2,
-                                      Format::fp8_e4m3fnuz, Format::fp8_e5m2fnuz, Format::fp6_e2m3fn,
-                                      Format::fp6_e3m2fn, Format::fp4_e2m1fn, Format::e8m0fnu, Format::int8};
+constexpr std::array<FormatId, 11> kAll{FormatId::bf16, FormatId::fp16, FormatId::fp8_e4m3fn, FormatId::fp8_e5m2,
+                                      FormatId::fp8_e4m3fnuz, FormatId::fp8_e5m2fnuz, FormatId::fp6_e2m3fn,
+                                      FormatId::fp6_e3m2fn, FormatId::fp4_e2m1fn, FormatId::e8m0fnu, FormatId::int8};
 
 // Largest finite magnitude code (sign bit clear) of the sign/exponent/mantissa formats.
-constexpr std::uint32_t max_code(Format f) {
+constexpr std::uint32_t max_code(FormatId f) {
   switch (f) {
-    case Format::bf16: return 0x7F7F;
-    case Format::fp16: return 0x7BFF;
-    case Format::fp8_e4m3fn: return 0x7E;
-    case Format::fp8_e5m2: return 0x7B;
-    case Format::fp8_e4m3fnuz:
-    case Format::fp8_e5m2fnuz: return 0x7F;
-    case Format::fp6_e2m3fn:
-    case Format::fp6_e3m2fn: return 0x1F;
-    case Format::fp4_e2m1fn: return 0x7;
-    case Format::e8m0fnu: return 0xFE;
-    case Format::int8: return 0x7F;
+    case FormatId::bf16: return 0x7F7F;
+    case FormatId::fp16: return 0x7BFF;
+    case FormatId::fp8_e4m3fn: return 0x7E;
+    case FormatId::fp8_e5m2: return 0x7B;
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2fnuz: return 0x7F;
+    case FormatId::fp6_e2m3fn:
+    case FormatId::fp6_e3m2fn: return 0x1F;
+    case FormatId::fp4_e2m1fn: return 0x7;
+    case FormatId::e8m0fnu: return 0xFE;
+    case FormatId::int8: return 0x7F;
+    case FormatId::f32: break;
   }
   return 0;
 }
-constexpr std::uint32_t sign_bit(Format f) { return 1u << (kInfo[static_cast<int>(f)].bits - 1); }
-constexpr bool is_fnuz(Format f) { return f == Format::fp8_e4m3fnuz || f == Format::fp8_e5m2fnuz; }
+constexpr std::uint32_t sign_bit(FormatId f) { return 1u << (kInfo[static_cast<int>(f)].bits - 1); }
+constexpr bool is_fnuz(FormatId f) { return f == FormatId::fp8_e4m3fnuz || f == FormatId::fp8_e5m2fnuz; }
 
 // Code of a NaN input.
-constexpr std::uint32_t nan_code_for(Format f, Overflow o, bool neg) {
+constexpr std::uint32_t nan_code_for(FormatId f, Overflow o, bool neg) {
   const bool cuda = o == Overflow::sat_cuda;
   switch (f) {
-    case Format::bf16: return cuda ? 0x7FFF : (neg ? 0xFFC0 : 0x7FC0);
-    case Format::fp16: return cuda ? 0x7FFF : (neg ? 0xFE00 : 0x7E00);
-    case Format::fp8_e4m3fn: return cuda ? 0x7F : (neg ? 0xFF : 0x7F);
-    case Format::fp8_e5m2: return cuda ? 0x7F : (neg ? 0xFE : 0x7E);
-    case Format::fp8_e4m3fnuz:
-    case Format::fp8_e5m2fnuz: return 0x80;
+    case FormatId::bf16: return cuda ? 0x7FFF : (neg ? 0xFFC0 : 0x7FC0);
+    case FormatId::fp16: return cuda ? 0x7FFF : (neg ? 0xFE00 : 0x7E00);
+    case FormatId::fp8_e4m3fn: return cuda ? 0x7F : (neg ? 0xFF : 0x7F);
+    case FormatId::fp8_e5m2: return cuda ? 0x7F : (neg ? 0xFE : 0x7E);
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2fnuz: return 0x80;
     // ml_dtypes returns `sign ? -quiet_NaN : quiet_NaN` with quiet_NaN = -0, so the sign flips.
-    case Format::fp6_e2m3fn:
-    case Format::fp6_e3m2fn: return o != Overflow::ieee ? 0x00 : (neg ? 0x00 : 0x20);
-    case Format::fp4_e2m1fn: return o != Overflow::ieee ? 0x0 : (neg ? 0x0 : 0x8);
-    case Format::e8m0fnu: return 0xFF;
-    case Format::int8: return 0;
+    case FormatId::fp6_e2m3fn:
+    case FormatId::fp6_e3m2fn: return o != Overflow::ieee ? 0x00 : (neg ? 0x00 : 0x20);
+    case FormatId::fp4_e2m1fn: return o != Overflow::ieee ? 0x0 : (neg ? 0x0 : 0x8);
+    case FormatId::e8m0fnu: return 0xFF;
+    case FormatId::int8: return 0;
+    case FormatId::f32: break;
   }
   return 0;
 }
 // Code of a finite value whose rounded magnitude exceeds the format's max.
-constexpr std::uint32_t overflow_code_for(Format f, Overflow o, bool neg) {
+constexpr std::uint32_t overflow_code_for(FormatId f, Overflow o, bool neg) {
   const std::uint32_t s = neg ? sign_bit(f) : 0;
   if (o != Overflow::ieee) return max_code(f) | s;
   switch (f) {
-    case Format::bf16: return 0x7F80 | s;
-    case Format::fp16: return 0x7C00 | s;
-    case Format::fp8_e4m3fn: return 0x7F | s;
-    case Format::fp8_e5m2: return 0x7C | s;
-    case Format::fp8_e4m3fnuz:
-    case Format::fp8_e5m2fnuz: return 0x80;
+    case FormatId::bf16: return 0x7F80 | s;
+    case FormatId::fp16: return 0x7C00 | s;
+    case FormatId::fp8_e4m3fn: return 0x7F | s;
+    case FormatId::fp8_e5m2: return 0x7C | s;
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2fnuz: return 0x80;
     default: return max_code(f) | s;
   }
 }
 // Code of an infinite input: sat_cuda saturates it, ieee and sat_hip treat it as overflow.
-constexpr std::uint32_t inf_code_for(Format f, Overflow o, bool neg) {
+constexpr std::uint32_t inf_code_for(FormatId f, Overflow o, bool neg) {
   return overflow_code_for(f, o == Overflow::sat_cuda ? o : Overflow::ieee, neg);
 }
 
@@ -144,10 +146,15 @@ std::uint16_t encode_int8(double x, Rounding r) {
   return static_cast<std::uint16_t>(static_cast<std::uint8_t>(static_cast<std::int8_t>(v)));
 }
 
-std::uint16_t encode_generic(Format f, double x, Rounding r, Overflow o) {
-  if (f == Format::e8m0fnu) return encode_e8m0(x, r, o);
-  if (f == Format::int8) return encode_int8(x, r);
-  const FormatInfo& fi = kInfo[static_cast<int>(f)];
+[[noreturn]] void no_codec(FormatId f) {
+  throw Error("format " + std::string(name(f)) + " has no codec (valid: bf16, fp16, fp8_*, fp6_*, fp4_e2m1fn, e8m0fnu, int8)");
+}
+
+std::uint16_t encode_generic(FormatId f, double x, Rounding r, Overflow o) {
+  if (f == FormatId::f32) no_codec(f);
+  if (f == FormatId::e8m0fnu) return encode_e8m0(x, r, o);
+  if (f == FormatId::int8) return encode_int8(x, r);
+  const FormatSpec& fi = kInfo[static_cast<int>(f)];
   const bool neg = std::signbit(x);
   if (std::isnan(x)) return static_cast<std::uint16_t>(nan_code_for(f, o, neg));
   if (std::isinf(x)) return static_cast<std::uint16_t>(inf_code_for(f, o, neg));
@@ -164,7 +171,7 @@ std::uint16_t encode_generic(Format f, double x, Rounding r, Overflow o) {
 // then rebias. Subnormal range (|x| < 2^(1-B)): |x| + 2^(1-B-M+23) in float rounds |x| to a
 // multiple of the format's smallest subnormal (the float ulp of that constant) with the FPU's
 // RNE, and the integer difference of the bits is the subnormal code.
-template <Format F>
+template <FormatId F>
 struct FastRne {
   static constexpr int M = kInfo[static_cast<int>(F)].man_bits;
   static constexpr int B = kInfo[static_cast<int>(F)].bias;
@@ -198,14 +205,14 @@ struct FastRne {
 
 // The fast path is valid where the format's normal range fits in float's (all but e8m0/int8)
 // and the subnormal magic constant is a normal float.
-template <Format F, Overflow O, class Out>
+template <FormatId F, Overflow O, class Out>
 void encode_loop(const float* in, Out* out, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) {
     out[i] = static_cast<Out>(FastRne<F>::template run<O>(std::bit_cast<std::uint32_t>(in[i])));
   }
 }
 
-template <Format F, class Out>
+template <FormatId F, class Out>
 void encode_loop_o(const float* in, Out* out, std::size_t n, Overflow o) {
   switch (o) {
     case Overflow::ieee: encode_loop<F, Overflow::ieee>(in, out, n); return;
@@ -248,34 +255,34 @@ inline std::uint32_t int8_rne(float x) {
 
 // Returns false if (f, r) has no fast path.
 template <class Out>
-bool encode_fast(Format f, const float* in, Out* out, std::size_t n, Rounding r, Overflow o) {
+bool encode_fast(FormatId f, const float* in, Out* out, std::size_t n, Rounding r, Overflow o) {
   if (r != Rounding::rne) return false;
   switch (f) {
-    case Format::e8m0fnu:
+    case FormatId::e8m0fnu:
       if (o != Overflow::ieee) return false;
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(e8m0_rne_ieee(std::bit_cast<std::uint32_t>(in[i])));
       return true;
-    case Format::int8:
+    case FormatId::int8:
       for (std::size_t i = 0; i < n; ++i) out[i] = static_cast<Out>(int8_rne(in[i]));
       return true;
-    case Format::bf16: encode_loop_o<Format::bf16>(in, out, n, o); return true;
-    case Format::fp16: encode_loop_o<Format::fp16>(in, out, n, o); return true;
-    case Format::fp8_e4m3fn: encode_loop_o<Format::fp8_e4m3fn>(in, out, n, o); return true;
-    case Format::fp8_e5m2: encode_loop_o<Format::fp8_e5m2>(in, out, n, o); return true;
-    case Format::fp8_e4m3fnuz: encode_loop_o<Format::fp8_e4m3fnuz>(in, out, n, o); return true;
-    case Format::fp8_e5m2fnuz: encode_loop_o<Format::fp8_e5m2fnuz>(in, out, n, o); return true;
-    case Format::fp6_e2m3fn: encode_loop_o<Format::fp6_e2m3fn>(in, out, n, o); return true;
-    case Format::fp6_e3m2fn: encode_loop_o<Format::fp6_e3m2fn>(in, out, n, o); return true;
-    case Format::fp4_e2m1fn: encode_loop_o<Format::fp4_e2m1fn>(in, out, n, o); return true;
+    case FormatId::bf16: encode_loop_o<FormatId::bf16>(in, out, n, o); return true;
+    case FormatId::fp16: encode_loop_o<FormatId::fp16>(in, out, n, o); return true;
+    case FormatId::fp8_e4m3fn: encode_loop_o<FormatId::fp8_e4m3fn>(in, out, n, o); return true;
+    case FormatId::fp8_e5m2: encode_loop_o<FormatId::fp8_e5m2>(in, out, n, o); return true;
+    case FormatId::fp8_e4m3fnuz: encode_loop_o<FormatId::fp8_e4m3fnuz>(in, out, n, o); return true;
+    case FormatId::fp8_e5m2fnuz: encode_loop_o<FormatId::fp8_e5m2fnuz>(in, out, n, o); return true;
+    case FormatId::fp6_e2m3fn: encode_loop_o<FormatId::fp6_e2m3fn>(in, out, n, o); return true;
+    case FormatId::fp6_e3m2fn: encode_loop_o<FormatId::fp6_e3m2fn>(in, out, n, o); return true;
+    case FormatId::fp4_e2m1fn: encode_loop_o<FormatId::fp4_e2m1fn>(in, out, n, o); return true;
     default: return false;
   }
 }
 
-float decode_formula(Format f, std::uint32_t code) {
-  const FormatInfo& fi = kInfo[static_cast<int>(f)];
+float decode_formula(FormatId f, std::uint32_t code) {
+  const FormatSpec& fi = kInfo[static_cast<int>(f)];
   code &= (1u << fi.bits) - 1u;
-  if (f == Format::int8) return static_cast<float>(static_cast<std::int8_t>(static_cast<std::uint8_t>(code)));
-  if (f == Format::e8m0fnu) {
+  if (f == FormatId::int8) return static_cast<float>(static_cast<std::int8_t>(static_cast<std::uint8_t>(code)));
+  if (f == FormatId::e8m0fnu) {
     return code == 0xFF ? std::numeric_limits<float>::quiet_NaN() : std::ldexp(1.0f, static_cast<int>(code) - 127);
   }
   const bool neg = (code & sign_bit(f)) != 0;
@@ -299,7 +306,7 @@ float decode_formula(Format f, std::uint32_t code) {
 const std::array<std::array<float, 256>, 11>& small_tables() {
   static const auto tables = [] {
     std::array<std::array<float, 256>, 11> t{};
-    for (Format f : kAll) {
+    for (FormatId f : kAll) {
       if (kInfo[static_cast<int>(f)].bits > 8) continue;
       for (std::uint32_t c = 0; c < 256; ++c) t[static_cast<int>(f)][c] = decode_formula(f, c);
     }
@@ -317,69 +324,63 @@ std::string name_list(const std::array<E, N>& items) {
 
 }  // namespace
 
-const FormatInfo& format_info(Format f) { return kInfo.at(static_cast<std::size_t>(f)); }
-std::span<const Format> all_formats() { return kAll; }
-std::string_view format_name(Format f) { return format_info(f).name; }
+const FormatSpec& format_info(FormatId f) { return kInfo.at(static_cast<std::size_t>(f)); }
+std::span<const FormatId> all_formats() { return kAll; }
+std::string_view format_name(FormatId f) { return format_info(f).name; }
 
-Format parse_format(std::string_view name) {
-  for (Format f : kAll)
+FormatId parse_format(std::string_view name) {
+  for (FormatId f : kAll)
     if (format_name(f) == name) return f;
   std::array<std::string_view, 11> names{};
   for (std::size_t i = 0; i < kAll.size(); ++i) names[i] = format_name(kAll[i]);
   throw Error("unknown format '" + std::string(name) + "' (valid: " + name_list(names) + ")");
 }
-std::string_view rounding_name(Rounding r) { return name(r); }
-Rounding parse_rounding(std::string_view n) { return attest::parse_rounding(n); }
-std::string_view overflow_name(Overflow o) { return name(o); }
-Overflow parse_overflow(std::string_view n) { return attest::parse_overflow(n); }
 
-Format from_format_id(FormatId f) {
-  for (Format g : kAll)
-    if (to_format_id(g) == f) return g;
-  throw Error("format " + std::string(name(f)) + " has no codec (valid: bf16, fp16, fp8_*, fp6_*, fp4_e2m1fn, e8m0fnu, int8)");
-}
-
-std::uint16_t encode(Format f, float x, Rounding r, Overflow o) {
+std::uint16_t encode(FormatId f, float x, Rounding r, Overflow o) {
   std::uint16_t c = 0;
   if (encode_fast(f, &x, &c, 1, r, o)) return c;
   return encode_generic(f, static_cast<double>(x), r, o);
 }
-std::uint16_t encode(Format f, double x, Rounding r, Overflow o) { return encode_generic(f, x, r, o); }
+std::uint16_t encode(FormatId f, double x, Rounding r, Overflow o) { return encode_generic(f, x, r, o); }
 
-float decode(Format f, std::uint16_t code) {
+float decode(FormatId f, std::uint16_t code) {
   switch (f) {
-    case Format::bf16: {
+    case FormatId::bf16: {
       float v = std::bit_cast<float>(static_cast<std::uint32_t>(code) << 16);
       return std::isnan(v) ? std::copysign(std::numeric_limits<float>::quiet_NaN(), v) : v;
     }
-    case Format::fp16: return decode_formula(f, code);
+    case FormatId::fp16: return decode_formula(f, code);
+    case FormatId::f32: no_codec(f);
     default: return small_tables()[static_cast<int>(f)][code & 0xFFu];
   }
 }
 
-float round_to(Format f, float x, Rounding r, Overflow o) { return decode(f, encode(f, x, r, o)); }
+float round_to(FormatId f, float x, Rounding r, Overflow o) { return decode(f, encode(f, x, r, o)); }
 
-bool is_nan_code(Format f, std::uint16_t code) {
+bool is_nan_code(FormatId f, std::uint16_t code) {
   switch (f) {
-    case Format::bf16: return (code & 0x7FFF) > 0x7F80;
-    case Format::fp16: return (code & 0x7FFF) > 0x7C00;
-    case Format::fp8_e4m3fn: return (code & 0x7F) == 0x7F;
-    case Format::fp8_e5m2: return (code & 0x7F) > 0x7C;
-    case Format::fp8_e4m3fnuz:
-    case Format::fp8_e5m2fnuz: return (code & 0xFF) == 0x80;
-    case Format::e8m0fnu: return (code & 0xFF) == 0xFF;
+    case FormatId::bf16: return (code & 0x7FFF) > 0x7F80;
+    case FormatId::fp16: return (code & 0x7FFF) > 0x7C00;
+    case FormatId::fp8_e4m3fn: return (code & 0x7F) == 0x7F;
+    case FormatId::fp8_e5m2: return (code & 0x7F) > 0x7C;
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2fnuz: return (code & 0xFF) == 0x80;
+    case FormatId::e8m0fnu: return (code & 0xFF) == 0xFF;
     default: return false;
   }
 }
-std::uint32_t code_count(Format f) { return 1u << format_info(f).bits; }
+std::uint32_t code_count(FormatId f) {
+  if (f == FormatId::f32) no_codec(f);
+  return 1u << format_info(f).bits;
+}
 
-void encode_f32(Format f, std::span<const float> in, std::span<std::uint16_t> out, Rounding r, Overflow o) {
+void encode_f32(FormatId f, std::span<const float> in, std::span<std::uint16_t> out, Rounding r, Overflow o) {
   if (in.size() != out.size())
     throw Error("encode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
   if (encode_fast(f, in.data(), out.data(), in.size(), r, o)) return;
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = encode_generic(f, static_cast<double>(in[i]), r, o);
 }
-void encode_f32(Format f, std::span<const float> in, std::span<std::uint8_t> out, Rounding r, Overflow o) {
+void encode_f32(FormatId f, std::span<const float> in, std::span<std::uint8_t> out, Rounding r, Overflow o) {
   if (format_info(f).bits > 8)
     throw Error("encode_f32: format " + std::string(format_name(f)) + " has 16-bit codes, not bytes");
   if (in.size() != out.size())
@@ -388,12 +389,12 @@ void encode_f32(Format f, std::span<const float> in, std::span<std::uint8_t> out
   for (std::size_t i = 0; i < in.size(); ++i)
     out[i] = static_cast<std::uint8_t>(encode_generic(f, static_cast<double>(in[i]), r, o));
 }
-void decode_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out) {
+void decode_f32(FormatId f, std::span<const std::uint16_t> in, std::span<float> out) {
   if (in.size() != out.size())
     throw Error("decode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
   for (std::size_t i = 0; i < in.size(); ++i) out[i] = decode(f, in[i]);
 }
-void decode_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out) {
+void decode_f32(FormatId f, std::span<const std::uint8_t> in, std::span<float> out) {
   if (in.size() != out.size())
     throw Error("decode_f32: output has " + std::to_string(out.size()) + " elements, input " + std::to_string(in.size()));
   if (format_info(f).bits > 8)
@@ -403,14 +404,14 @@ void decode_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out
 }
 
 namespace {
-int packed_bits(Format f, const char* what) {
-  if (f != Format::fp4_e2m1fn && f != Format::fp6_e2m3fn && f != Format::fp6_e3m2fn)
+int packed_bits(FormatId f, const char* what) {
+  if (f != FormatId::fp4_e2m1fn && f != FormatId::fp6_e2m3fn && f != FormatId::fp6_e3m2fn)
     throw Error(std::string(what) + ": format " + std::string(format_name(f)) + " is not packed (fp4/fp6 only)");
   return format_info(f).bits;
 }
 }  // namespace
 
-std::vector<std::uint8_t> pack(Format f, std::span<const std::uint8_t> codes) {
+std::vector<std::uint8_t> pack(FormatId f, std::span<const std::uint8_t> codes) {
   const int bits = packed_bits(f, "pack");
   std::vector<std::uint8_t> out((codes.size() * static_cast<std::size_t>(bits) + 7) / 8, 0);
   std::size_t pos = 0;  // stream bit position
@@ -426,7 +427,7 @@ std::vector<std::uint8_t> pack(Format f, std::span<const std::uint8_t> codes) {
   return out;
 }
 
-std::vector<std::uint8_t> unpack(Format f, std::span<const std::uint8_t> packed, std::size_t count) {
+std::vector<std::uint8_t> unpack(FormatId f, std::span<const std::uint8_t> packed, std::size_t count) {
   const int bits = packed_bits(f, "unpack");
   const std::size_t want = (count * static_cast<std::size_t>(bits) + 7) / 8;
   if (packed.size() != want)

@@ -92,7 +92,7 @@ struct Grid {
   }
 };
 
-Grid grid_of(const QuantScheme& s, std::int64_t T, std::int64_t C) {
+Grid grid_of(const Scheme& s, std::int64_t T, std::int64_t C) {
   Grid g;
   g.family = s.family;
   g.g = s.granularity;
@@ -122,12 +122,12 @@ Grid grid_of(const QuantScheme& s, std::int64_t T, std::int64_t C) {
   return g;
 }
 
-DType codes_dtype(const QuantScheme& s) {
+DType codes_dtype(const Scheme& s) {
   if (s.family == Family::cast) return DType::u16;
-  if (s.element == Format::int8) return DType::i8;
+  if (s.element == FormatId::int8) return DType::i8;
   return DType::u8;
 }
-DType scales_dtype(const QuantScheme& s) { return s.family == Family::mx ? DType::u8 : DType::f32; }
+DType scales_dtype(const Scheme& s) { return s.family == Family::mx ? DType::u8 : DType::f32; }
 
 void check_shape(const Tensor& t, const Shape& want, DType dt, const std::string& what) {
   if (t.dtype() != dt)
@@ -151,7 +151,15 @@ std::int64_t sage_warp_rows(SageArch arch, Role role) {
 }
 std::int64_t sage_thread_groups(Role role) { return role == Role::q ? 8 : 4; }
 
-Shape scales_shape(const Shape& x_shape, const QuantScheme& s) {
+void require_quantizer(const Scheme& s) {
+  // Accepted by the grammar for recipes (an operand left as it is); a quantizer has nothing to
+  // produce for it: no codes, no scales.
+  if (s.family == Family::identity)
+    throw Error("scheme '" + scheme_head(s) + "': f32 is the identity operand of a recipe, not a quantizer");
+}
+
+Shape scales_shape(const Shape& x_shape, const Scheme& s) {
+  require_quantizer(s);
   if (x_shape.size() < 2) throw Error("quantize: input of rank " + std::to_string(x_shape.size()) + ", need [..., tokens, channels]");
   const std::int64_t T = x_shape[x_shape.size() - 2], C = x_shape.back();
   const Grid g = grid_of(s, T, C);
@@ -176,13 +184,13 @@ float uniform_inverse(float amax, ScaleRule rule, float qmax) {
     case ScaleRule::ieee:
     case ScaleRule::rcp: return qmax / amax;
     case ScaleRule::floor: return qmax / (amax < kEps ? kEps : amax);
-    default: throw Error("apply=mul needs scale=ieee, rcp or floor, not " + std::string(scale_rule_name(rule)));
+    default: throw Error("apply=mul needs scale=ieee, rcp or floor, not " + std::string(attest::name(rule)));
   }
 }
 
 std::int8_t to_int8(float q, IntRounding r) {
   if (r == IntRounding::rne)
-    return static_cast<std::int8_t>(static_cast<std::uint8_t>(encode(Format::int8, q, Rounding::rne, Overflow::ieee)));
+    return static_cast<std::int8_t>(static_cast<std::uint8_t>(encode(FormatId::int8, q, Rounding::rne, Overflow::ieee)));
   const float t = q + (q >= 0.0f ? 0.5f : -0.5f);
   std::int32_t i = 0;  // cvt.rzi.s32.f32: truncate, saturate, NaN -> 0
   if (std::isnan(t)) i = 0;
@@ -192,17 +200,17 @@ std::int8_t to_int8(float q, IntRounding r) {
   return static_cast<std::int8_t>(static_cast<std::uint8_t>(static_cast<std::uint32_t>(i) & 0xFFu));
 }
 
-float mx_element_max(Format element) {
-  return element == Format::int8 ? 127.0f / 64.0f : static_cast<float>(format_info(element).max_finite);
+float mx_element_max(FormatId element) {
+  return element == FormatId::int8 ? 127.0f / 64.0f : static_cast<float>(format_info(element).max_finite);
 }
 
-std::uint8_t e8m0_scale(float amax, E8M0Rule rule, Format element) {
+std::uint8_t e8m0_scale(float amax, E8M0Rule rule, FormatId element) {
   if (!std::isfinite(amax)) return 0xFF;
   const float a = std::fabs(amax);
   const std::uint32_t u = bits(a);
   const int e = static_cast<int>(u >> 23);
   const std::uint32_t m = u & 0x7FFFFFu;
-  const int emax = element == Format::int8 ? 0 : format_info(element).emax_elem;
+  const int emax = element == FormatId::int8 ? 0 : format_info(element).emax_elem;
   auto clamp = [](int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); };
   switch (rule) {
     case E8M0Rule::floor: return static_cast<std::uint8_t>(clamp(e - 127 - emax, -127, 127) + 127);
@@ -243,22 +251,22 @@ float e8m0_element_multiplier(std::uint8_t code, E8M0Rule rule) {
   return std::ldexp(1.0f, 127 - static_cast<int>(code));  // exact: 2^127 .. 2^-127 (subnormal)
 }
 
-std::uint8_t mx_element_code(float v, Format element, Rounding r, Overflow o) {
-  if (element == Format::int8) {
+std::uint8_t mx_element_code(float v, FormatId element, Rounding r, Overflow o) {
+  if (element == FormatId::int8) {
     const float w = v * 64.0f;  // exact (power of two) unless it overflows, which saturates below
-    auto c = static_cast<std::int8_t>(static_cast<std::uint8_t>(encode(Format::int8, w, r, Overflow::ieee)));
+    auto c = static_cast<std::int8_t>(static_cast<std::uint8_t>(encode(FormatId::int8, w, r, Overflow::ieee)));
     if (c == -128) c = -127;  // MXINT8 range is +-127/64
     return static_cast<std::uint8_t>(c);
   }
   return static_cast<std::uint8_t>(encode(element, v, r, o));
 }
 
-float mx_element_value(std::uint8_t code, Format element) {
-  if (element == Format::int8) return static_cast<float>(static_cast<std::int8_t>(code)) / 64.0f;
+float mx_element_value(std::uint8_t code, FormatId element) {
+  if (element == FormatId::int8) return static_cast<float>(static_cast<std::int8_t>(code)) / 64.0f;
   return decode(element, code);
 }
 
-std::uint8_t quantize_p(float p_scaled, Format f) {
+std::uint8_t quantize_p(float p_scaled, FormatId f) {
   return static_cast<std::uint8_t>(encode(f, p_scaled, Rounding::rne, Overflow::sat_cuda));
 }
 
@@ -271,14 +279,15 @@ float p_offset(PScale ps) {
   return 0.0f;
 }
 
-float dequantize_p(std::uint8_t code, PScale ps, Format f) {
+float dequantize_p(std::uint8_t code, PScale ps, FormatId f) {
   // libm exp2 in double (error ~1e-16 relative) then one rounding to float: exact for unit and
   // pow2_8; for offset_8807 at most a near-tie can differ from the correctly rounded quotient.
   return static_cast<float>(static_cast<double>(decode(f, code)) / std::exp2(static_cast<double>(p_offset(ps))));
 }
 
-Tensor prepare(const Tensor& x, const QuantScheme& s, const QuantInputs& in, Tensor* mean) {
+Tensor prepare(const Tensor& x, const Scheme& s, const QuantInputs& in, Tensor* mean) {
   validate_scheme(s);
+  require_quantizer(s);
   if (x.dtype() != DType::f32) throw Error("quantize: input dtype " + std::string(dtype_name(x.dtype())) + ", need f32");
   if (x.rank() < 2) throw Error("quantize: input of rank " + std::to_string(x.rank()) + ", need [..., tokens, channels]");
   const Slabs sl = slabs_of(x);
@@ -318,7 +327,7 @@ Tensor prepare(const Tensor& x, const QuantScheme& s, const QuantInputs& in, Ten
           double acc = 0.0;
           for (std::int64_t t = 0; t < T; ++t) acc += static_cast<double>(at(i, t, c));
           float km = T > 0 ? static_cast<float>(acc / static_cast<double>(T)) : 0.0f;
-          if (s.smooth == Smoothing::bf16) km = round_to(Format::bf16, km);
+          if (s.smooth == Smoothing::bf16) km = round_to(FormatId::bf16, km);
           mp[i * C + c] = km;
         }
     }
@@ -326,7 +335,7 @@ Tensor prepare(const Tensor& x, const QuantScheme& s, const QuantInputs& in, Ten
       for (std::int64_t t = 0; t < T; ++t)
         for (std::int64_t c = 0; c < C; ++c) {
           const float d = at(i, t, c) - mp[i * C + c];
-          at(i, t, c) = s.smooth == Smoothing::bf16 ? round_to(Format::bf16, d) : d;
+          at(i, t, c) = s.smooth == Smoothing::bf16 ? round_to(FormatId::bf16, d) : d;
         }
     if (mean != nullptr) *mean = km_t;
   }
@@ -348,7 +357,7 @@ Tensor prepare(const Tensor& x, const QuantScheme& s, const QuantInputs& in, Ten
   return wt;
 }
 
-Quantized quantize(const Tensor& x, const QuantScheme& s, const QuantInputs& in) {
+Quantized quantize(const Tensor& x, const Scheme& s, const QuantInputs& in) {
   Quantized out;
   const Tensor wt = prepare(x, s, in, &out.mean);
   const int r = x.rank();
@@ -410,13 +419,15 @@ Quantized quantize(const Tensor& x, const QuantScheme& s, const QuantInputs& in)
             else cu8[o] = code;
             break;
           }
+          case Family::identity: break;  // refused by prepare
         }
       }
   return out;
 }
 
-Tensor dequantize(const Tensor& codes_in, const Tensor& scales_in, const QuantScheme& s) {
+Tensor dequantize(const Tensor& codes_in, const Tensor& scales_in, const Scheme& s) {
   validate_scheme(s);
+  require_quantizer(s);
   if (codes_in.rank() < 2) throw Error("dequantize: codes of rank " + std::to_string(codes_in.rank()) + ", need [..., tokens, channels]");
   check_shape(codes_in, codes_in.shape(), codes_dtype(s), "dequantize: codes for " + to_string(s));
   check_shape(scales_in, scales_shape(codes_in.shape(), s), scales_dtype(s), "dequantize: scales for " + to_string(s));
@@ -441,12 +452,13 @@ Tensor dequantize(const Tensor& codes_in, const Tensor& scales_in, const QuantSc
           case Family::fp8: op[o] = decode(s.element, codes.data<std::uint8_t>()[o]) * scales.data<float>()[k]; break;
           case Family::mx: {
             const std::uint8_t e = scales.data<std::uint8_t>()[k];
-            const auto code = s.element == Format::int8 ? static_cast<std::uint8_t>(codes.data<std::int8_t>()[o])
+            const auto code = s.element == FormatId::int8 ? static_cast<std::uint8_t>(codes.data<std::int8_t>()[o])
                                                         : codes.data<std::uint8_t>()[o];
             const float X = e == 0xFF ? kNaN : std::ldexp(1.0f, static_cast<int>(e) - 127);
             op[o] = mx_element_value(code, s.element) * X;
             break;
           }
+          case Family::identity: break;  // refused above
         }
       }
   return out;

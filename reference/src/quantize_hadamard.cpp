@@ -30,7 +30,7 @@ void hadamard128_bf16(std::span<float, 128> x, float mult) {
   fwht128(x);
   for (float& v : x) {
     const float scaled = v * kHadamard128Norm;
-    v = round_to(Format::bf16, scaled * mult);
+    v = round_to(FormatId::bf16, scaled * mult);
   }
 }
 
@@ -39,7 +39,7 @@ void hadamard32_bf16(std::span<float> x) {
     throw Error("hadamard32_bf16: " + std::to_string(x.size()) + " channels is not a multiple of 32");
   float in[32];
   for (std::size_t base = 0; base < x.size(); base += 32) {
-    for (std::size_t j = 0; j < 32; ++j) in[j] = round_to(Format::bf16, x[base + j]);
+    for (std::size_t j = 0; j < 32; ++j) in[j] = round_to(FormatId::bf16, x[base + j]);
     for (std::size_t k = 0; k < 32; ++k) {
       float acc = 0.0f;
       for (std::size_t j = 0; j < 32; ++j) {

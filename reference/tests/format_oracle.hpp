@@ -47,42 +47,43 @@ struct Layout {
   enum Kind { fp, e8m0, integer } kind;
   int bits, exp_bits, man_bits, bias;
 };
-inline Layout layout(Format f) {
+inline Layout layout(FormatId f) {
   switch (f) {
-    case Format::bf16: return {Layout::fp, 16, 8, 7, 127};
-    case Format::fp16: return {Layout::fp, 16, 5, 10, 15};
-    case Format::fp8_e4m3fn: return {Layout::fp, 8, 4, 3, 7};
-    case Format::fp8_e5m2: return {Layout::fp, 8, 5, 2, 15};
-    case Format::fp8_e4m3fnuz: return {Layout::fp, 8, 4, 3, 8};
-    case Format::fp8_e5m2fnuz: return {Layout::fp, 8, 5, 2, 16};
-    case Format::fp6_e2m3fn: return {Layout::fp, 6, 2, 3, 1};
-    case Format::fp6_e3m2fn: return {Layout::fp, 6, 3, 2, 3};
-    case Format::fp4_e2m1fn: return {Layout::fp, 4, 2, 1, 1};
-    case Format::e8m0fnu: return {Layout::e8m0, 8, 8, 0, 127};
-    case Format::int8: return {Layout::integer, 8, 0, 0, 0};
+    case FormatId::bf16: return {Layout::fp, 16, 8, 7, 127};
+    case FormatId::fp16: return {Layout::fp, 16, 5, 10, 15};
+    case FormatId::fp8_e4m3fn: return {Layout::fp, 8, 4, 3, 7};
+    case FormatId::fp8_e5m2: return {Layout::fp, 8, 5, 2, 15};
+    case FormatId::fp8_e4m3fnuz: return {Layout::fp, 8, 4, 3, 8};
+    case FormatId::fp8_e5m2fnuz: return {Layout::fp, 8, 5, 2, 16};
+    case FormatId::fp6_e2m3fn: return {Layout::fp, 6, 2, 3, 1};
+    case FormatId::fp6_e3m2fn: return {Layout::fp, 6, 3, 2, 3};
+    case FormatId::fp4_e2m1fn: return {Layout::fp, 4, 2, 1, 1};
+    case FormatId::e8m0fnu: return {Layout::e8m0, 8, 8, 0, 127};
+    case FormatId::int8: return {Layout::integer, 8, 0, 0, 0};
+    case FormatId::f32: break;  // no codec
   }
   throw std::logic_error("layout");
 }
 
 /// What a magnitude code (sign clear) means, per the FORMATS.md table.
 enum class CodeKind { finite, inf, nan };
-inline CodeKind code_kind(Format f, std::uint32_t mag_code) {
+inline CodeKind code_kind(FormatId f, std::uint32_t mag_code) {
   const Layout l = layout(f);
   const std::uint32_t emax_field = (1u << l.exp_bits) - 1;
   const std::uint32_t e = mag_code >> l.man_bits, m = mag_code & ((1u << l.man_bits) - 1);
   switch (f) {
-    case Format::bf16:
-    case Format::fp16:
-    case Format::fp8_e5m2:  // IEEE-like: all-ones exponent is Inf (m == 0) or NaN
+    case FormatId::bf16:
+    case FormatId::fp16:
+    case FormatId::fp8_e5m2:  // IEEE-like: all-ones exponent is Inf (m == 0) or NaN
       return e != emax_field ? CodeKind::finite : (m == 0 ? CodeKind::inf : CodeKind::nan);
-    case Format::fp8_e4m3fn: return mag_code == 0x7F ? CodeKind::nan : CodeKind::finite;
-    case Format::e8m0fnu: return mag_code == 0xFF ? CodeKind::nan : CodeKind::finite;
+    case FormatId::fp8_e4m3fn: return mag_code == 0x7F ? CodeKind::nan : CodeKind::finite;
+    case FormatId::e8m0fnu: return mag_code == 0xFF ? CodeKind::nan : CodeKind::finite;
     default: return CodeKind::finite;  // FNUZ NaN is 0x80 (a sign-bit code), fp6/fp4 have none
   }
 }
 
 /// Exact value of a finite magnitude code.
-inline Rational code_value(Format f, std::uint32_t mag_code) {
+inline Rational code_value(FormatId f, std::uint32_t mag_code) {
   const Layout l = layout(f);
   if (l.kind == Layout::integer) return Rational(static_cast<int>(mag_code));
   if (l.kind == Layout::e8m0) return pow2(static_cast<int>(mag_code) - 127);
@@ -100,7 +101,7 @@ struct OracleEntry {
 
 class FormatOracle {
  public:
-  explicit FormatOracle(Format f) : f_(f), l_(layout(f)) {
+  explicit FormatOracle(FormatId f) : f_(f), l_(layout(f)) {
     if (l_.kind == Layout::integer) {
       for (std::uint32_t c = 0; c <= 128; ++c) table_.push_back({Rational(static_cast<int>(c)), c, false});
       table_.push_back({Rational(129), 129, true});
@@ -130,7 +131,7 @@ class FormatOracle {
     }
   }
 
-  Format format() const { return f_; }
+  FormatId format() const { return f_; }
   /// Finite magnitudes in increasing order, with the virtual overflow entry last.
   const std::vector<OracleEntry>& table() const { return table_; }
   /// The same magnitudes as doubles (exact) and the midpoints between neighbours (exact).
@@ -211,7 +212,7 @@ class FormatOracle {
       return static_cast<std::uint16_t>(static_cast<std::uint8_t>(static_cast<std::int8_t>(v)));
     }
     if (e.is_virtual) return overflow(neg, o);
-    const bool fnuz = f_ == Format::fp8_e4m3fnuz || f_ == Format::fp8_e5m2fnuz;
+    const bool fnuz = f_ == FormatId::fp8_e4m3fnuz || f_ == FormatId::fp8_e5m2fnuz;
     if (l_.kind == Layout::e8m0) return static_cast<std::uint16_t>(e.code);
     if (e.code == 0 && fnuz) return 0;
     return static_cast<std::uint16_t>(e.code | (neg ? sign_bit() : 0u));
@@ -223,13 +224,13 @@ class FormatOracle {
     const std::uint32_t s = neg ? sign_bit() : 0u;
     if (o != Overflow::ieee) return static_cast<std::uint16_t>(l_.kind == Layout::e8m0 ? 0xFE : (max_mag() | s));
     switch (f_) {
-      case Format::fp8_e4m3fn: return static_cast<std::uint16_t>(0x7F | s);
-      case Format::fp8_e5m2: return static_cast<std::uint16_t>(0x7C | s);
-      case Format::bf16: return static_cast<std::uint16_t>(0x7F80 | s);
-      case Format::fp16: return static_cast<std::uint16_t>(0x7C00 | s);
-      case Format::fp8_e4m3fnuz:
-      case Format::fp8_e5m2fnuz: return 0x80;
-      case Format::e8m0fnu: return 0xFF;
+      case FormatId::fp8_e4m3fn: return static_cast<std::uint16_t>(0x7F | s);
+      case FormatId::fp8_e5m2: return static_cast<std::uint16_t>(0x7C | s);
+      case FormatId::bf16: return static_cast<std::uint16_t>(0x7F80 | s);
+      case FormatId::fp16: return static_cast<std::uint16_t>(0x7C00 | s);
+      case FormatId::fp8_e4m3fnuz:
+      case FormatId::fp8_e5m2fnuz: return 0x80;
+      case FormatId::e8m0fnu: return 0xFF;
       default: return static_cast<std::uint16_t>(max_mag() | s);  // fp6/fp4 saturate
     }
   }
@@ -246,20 +247,20 @@ class FormatOracle {
     // NaN
     const bool cuda = o == Overflow::sat_cuda;
     switch (f_) {
-      case Format::bf16: return cuda ? 0x7FFF : static_cast<std::uint16_t>(0x7FC0 | s);
-      case Format::fp16: return cuda ? 0x7FFF : static_cast<std::uint16_t>(0x7E00 | s);
-      case Format::fp8_e4m3fn: return cuda ? 0x7F : static_cast<std::uint16_t>(0x7F | s);
-      case Format::fp8_e5m2: return cuda ? 0x7F : static_cast<std::uint16_t>(0x7E | s);
-      case Format::fp8_e4m3fnuz:
-      case Format::fp8_e5m2fnuz: return 0x80;
-      case Format::e8m0fnu: return 0xFF;
-      case Format::int8: return 0;
+      case FormatId::bf16: return cuda ? 0x7FFF : static_cast<std::uint16_t>(0x7FC0 | s);
+      case FormatId::fp16: return cuda ? 0x7FFF : static_cast<std::uint16_t>(0x7E00 | s);
+      case FormatId::fp8_e4m3fn: return cuda ? 0x7F : static_cast<std::uint16_t>(0x7F | s);
+      case FormatId::fp8_e5m2: return cuda ? 0x7F : static_cast<std::uint16_t>(0x7E | s);
+      case FormatId::fp8_e4m3fnuz:
+      case FormatId::fp8_e5m2fnuz: return 0x80;
+      case FormatId::e8m0fnu: return 0xFF;
+      case FormatId::int8: return 0;
       default:  // fp6/fp4: ml_dtypes gives the zero of the opposite sign; sat modes +0
         return o != Overflow::ieee ? 0 : static_cast<std::uint16_t>(neg ? 0u : sign_bit());
     }
   }
 
-  Format f_;
+  FormatId f_;
   Layout l_;
   std::vector<OracleEntry> table_;
   std::vector<double> dbl_, mid_;

@@ -39,7 +39,7 @@ Tensor normal(const Shape& shape, std::uint64_t seed, bool bf16 = false) {
   std::mt19937_64 gen(seed);
   std::normal_distribution<float> dist(0.0f, 1.0f);
   float* p = t.data<float>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = bf16 ? round_to(Format::bf16, dist(gen)) : dist(gen);
+  for (std::int64_t i = 0; i < t.numel(); ++i) p[i] = bf16 ? round_to(FormatId::bf16, dist(gen)) : dist(gen);
   return t;
 }
 
@@ -82,7 +82,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 }
 
 // Relative L2 error that rounding the exact output to `f` alone causes.
-double output_rounding_error(const Tensor& ref64, Format f) {
+double output_rounding_error(const Tensor& ref64, FormatId f) {
   Tensor r(DType::f64, ref64.shape());
   const auto v = values(ref64);
   for (std::size_t i = 0; i < v.size(); ++i)
@@ -93,7 +93,7 @@ double output_rounding_error(const Tensor& ref64, Format f) {
 TEST(Emulate, NamedRecipeSchemesAreCanonical) {
   for (const auto& n : named_recipes()) {
     const Recipe r = parse_recipe(n.name);
-    for (const std::string& s : {r.q, r.k, r.v, r.p_mx}) {
+    for (const std::string& s : {to_string(r.q), to_string(r.k), to_string(r.v), r.p_mx ? to_string(*r.p_mx) : std::string()}) {
       if (s.empty() || s == "f32") continue;
       EXPECT_EQ(to_string(parse_scheme(s)), s) << n.name;  // recipes compare schemes as text
     }
@@ -131,7 +131,7 @@ TEST(Emulate, ExactFillGivesTheHandDerivedAnswer) {
             double acc = 0;  // exact in double: sums of integers times powers of two
             for (std::int64_t j = 0; j < T; ++j)
               acc += std::ldexp(1.0, static_cast<int>(i % 2 == 0 ? logit0(j) : logit1(j))) * ((j * 7 + d * 3) % 9 - 4);
-            EXPECT_EQ(e.out.get({0, i, 0, d}), round_to(Format::bf16, static_cast<float>(acc / 64)))
+            EXPECT_EQ(e.out.get({0, i, 0, d}), round_to(FormatId::bf16, static_cast<float>(acc / 64)))
                 << name << " div " << static_cast<int>(div) << " rev " << rev;
           }
           // lse = (m + log2 l) ln 2 with m = 0, l = 64, rounded once from double.
@@ -156,7 +156,7 @@ TEST(Emulate, Fp16PvAccumulationRoundsEachStepPartialByHand) {
   for (const bool rev : {false, true}) {
     EXPECT_EQ(emulate(p, r, q, k, v, {.reverse_kv = rev}).out.get({0, 0, 0, 1}), 1.0 + 0x1p-12 * 3) << rev;
     Recipe h = r;
-    h.pv_acc = ElemFormat::fp16;
+    h.pv_acc = FormatId::fp16;
     const auto e = emulate(p, h, q, k, v, {.reverse_kv = rev});
     for (std::int64_t d = 0; d < D; ++d) EXPECT_EQ(e.out.get({0, 0, 0, d}), 1.0 + 0x1p-10) << rev;
   }
@@ -169,14 +169,14 @@ struct Case {
   Tensor q, k, v;
 };
 
-void round_all(Tensor& x, Format f) {
+void round_all(Tensor& x, FormatId f) {
   float* p = x.data<float>();
   for (std::int64_t i = 0; i < x.numel(); ++i) p[i] = round_to(f, p[i]);
 }
 
 // N(0, 1) inputs with K channel 3 shifted by +3, optionally rounded to bf16 / fp16 afterwards
 // (so that the FP64 reference sees exactly what a bf16 / fp16 kernel is fed).
-Case normal_case(std::int64_t h, std::int64_t s, std::int64_t d, std::optional<Format> input, std::uint64_t seed) {
+Case normal_case(std::int64_t h, std::int64_t s, std::int64_t d, std::optional<FormatId> input, std::uint64_t seed) {
   Case c{problem(1, h, h, s, s, d), normal({1, s, h, d}, seed), normal({1, s, h, d}, seed + 1),
          normal({1, s, h, d}, seed + 2)};
   shift_channel(c.k, 3, 3.0f);
@@ -193,11 +193,11 @@ Case normal_case(std::int64_t h, std::int64_t s, std::int64_t d, std::optional<F
 TEST(Emulate, Bf16AndFp16WithinTheirBandOfFp64) {
   for (const char* name : {"bf16", "fp16"}) {
     const bool bf = std::string(name) == "bf16";
-    const Case c = normal_case(2, 512, 128, bf ? Format::bf16 : Format::fp16, 40);
+    const Case c = normal_case(2, 512, 128, bf ? FormatId::bf16 : FormatId::fp16, 40);
     const auto ref = attention(c.p, c.q, c.k, c.v, Precision::fp64);
     const auto e = emulate(c.p, parse_recipe(name), c.q, c.k, c.v);
     const double err = rel_l2(e.out, ref.out);
-    const double r_out = output_rounding_error(ref.out, bf ? Format::bf16 : Format::fp16);
+    const double r_out = output_rounding_error(ref.out, bf ? FormatId::bf16 : FormatId::fp16);
     std::printf("%s: rel-L2 vs FP64 %.3e, output rounding alone %.3e, max |lse diff| %.2e\n", name, err, r_out,
                 max_abs_diff(e.lse, ref.lse));
     EXPECT_GT(err, r_out) << name;
@@ -208,7 +208,7 @@ TEST(Emulate, Bf16AndFp16WithinTheirBandOfFp64) {
 }
 
 TEST(Emulate, ReverseKvMovesOnlyRounding) {
-  const Case c = normal_case(2, 256, 64, Format::bf16, 50);
+  const Case c = normal_case(2, 256, 64, FormatId::bf16, 50);
   const Recipe r = parse_recipe("bf16");
   const auto fwd = emulate(c.p, r, c.q, c.k, c.v);
   const auto rev = emulate(c.p, r, c.q, c.k, c.v, {.reverse_kv = true});
@@ -227,22 +227,12 @@ TEST(Emulate, ReverseKvMovesOnlyRounding) {
 // errors add in quadrature: predicted ~ 0.4 sqrt(sum u^2). Accepted: [0.6, 2] x predicted.
 double unit_roundoff(const std::string& scheme) {
   if (scheme.empty() || scheme == "f32") return 0;
-  const QuantScheme s = parse_scheme(scheme);
-  if (s.element == Format::int8) return 1.0 / 64;
+  const Scheme s = parse_scheme(scheme);
+  if (s.element == FormatId::int8) return 1.0 / 64;
   return std::ldexp(1.0, -(format_info(s.element).man_bits + 1));
 }
-Format to_format(ElemFormat f) {
-  switch (f) {
-    case ElemFormat::fp16: return Format::fp16;
-    case ElemFormat::fp8_e4m3fn: return Format::fp8_e4m3fn;
-    case ElemFormat::fp8_e4m3fnuz: return Format::fp8_e4m3fnuz;
-    case ElemFormat::fp8_e5m2: return Format::fp8_e5m2;
-    case ElemFormat::fp4_e2m1fn: return Format::fp4_e2m1fn;
-    default: return Format::bf16;
-  }
-}
-double format_roundoff(ElemFormat f) {
-  return f == ElemFormat::f32 ? 0 : std::ldexp(1.0, -(format_info(to_format(f)).man_bits + 1));
+double format_roundoff(FormatId f) {
+  return f == FormatId::f32 ? 0 : std::ldexp(1.0, -(format_info(f).man_bits + 1));
 }
 
 TEST(Emulate, EveryNamedRecipeWithinItsBandOfFp64) {
@@ -253,8 +243,8 @@ TEST(Emulate, EveryNamedRecipeWithinItsBandOfFp64) {
     const auto e = emulate(c.p, r, c.q, c.k, c.v);
     const double err = rel_l2(e.out, ref.out);
     const auto rev = emulate(c.p, r, c.q, c.k, c.v, {.reverse_kv = true});
-    const double u2 = std::pow(unit_roundoff(r.q), 2) + std::pow(unit_roundoff(r.k), 2) +
-                      std::pow(unit_roundoff(r.v), 2) + std::pow(format_roundoff(r.p), 2) +
+    const double u2 = std::pow(unit_roundoff(to_string(r.q)), 2) + std::pow(unit_roundoff(to_string(r.k)), 2) +
+                      std::pow(unit_roundoff(to_string(r.v)), 2) + std::pow(format_roundoff(r.p), 2) +
                       std::pow(format_roundoff(r.out), 2);
     const double predicted = 0.4 * std::sqrt(u2);
     std::printf("%-24s rel-L2 vs FP64 %.3e (predicted %.3e), reverse-kv floor %.3e, max |lse diff| %.3e\n",
@@ -274,9 +264,9 @@ TEST(Emulate, EveryNamedRecipeWithinItsBandOfFp64) {
 // The V part is measured on its own by running the FP64 reference on the dequantized V; the P
 // rounding is an independent error of the same size, the INT8 Q.K a smaller one.
 TEST(Emulate, SageWithinTheBandSetByItsFp8Roundings) {
-  const Case c = normal_case(2, 512, 128, Format::bf16, 70);
+  const Case c = normal_case(2, 512, 128, FormatId::bf16, 70);
   const auto ref = attention(c.p, c.q, c.k, c.v, Precision::fp64);
-  const QuantScheme vs = parse_scheme("fp8_e4m3fn:per_channel");
+  const Scheme vs = parse_scheme("fp8_e4m3fn:per_channel");
   const Tensor vq = dequantize(quantize(c.v.permute({0, 2, 1, 3}), vs), vs).permute({0, 2, 1, 3});
   const double r_v = rel_l2(attention(c.p, c.q, c.k, vq, Precision::fp64).out, ref.out);
   for (const char* name : {"sage_int8_fp8_perblock", "sage_int8_fp8_perwarp", "sage_int8_fp8_perthread"}) {
@@ -310,7 +300,7 @@ TEST(Emulate, ConditionalRescaleKeepsTheOldMaxWhileGrowthIsAtMostTheThreshold) {
   always.rescale = RescalePolicy::always;
   const auto ec = emulate(p, cond, q, k, v), ea = emulate(p, always, q, k, v);
   const auto ref = attention(p, q, k, v, Precision::fp64);
-  const double r_out = output_rounding_error(ref.out, Format::bf16);
+  const double r_out = output_rounding_error(ref.out, FormatId::bf16);
   for (std::int64_t i = 0; i < 8; ++i) {
     EXPECT_EQ(ec.rescales.data<std::int32_t>()[i], 2);
     EXPECT_EQ(ea.rescales.data<std::int32_t>()[i], tiles - 1);
@@ -326,12 +316,12 @@ TEST(Emulate, ConditionalRescaleKeepsTheOldMaxWhileGrowthIsAtMostTheThreshold) {
 // K smoothing shifts every logit of row i by q_i . km (times softmax_scale): the kernel's LSE
 // (smoothed_lse) plus that correction is the LSE of the unsmoothed logits.
 TEST(Emulate, SageLseCorrectionUndoesKSmoothing) {
-  const Case c = normal_case(2, 256, 128, Format::bf16, 90);
+  const Case c = normal_case(2, 256, 128, FormatId::bf16, 90);
   const Recipe r = parse_recipe("sage_int8_fp8_perblock");
   const auto e = emulate(c.p, r, c.q, c.k, c.v);
   const auto es = emulate(c.p, r, c.q, c.k, c.v, {.smoothed_lse = true});
   Recipe unsmoothed = r;
-  unsmoothed.k = "int8:per_block=64:round=half";
+  unsmoothed.k = parse_scheme("int8:per_block=64:round=half");
   const auto eu = emulate(c.p, unsmoothed, c.q, c.k, c.v);
   const auto ref = attention(c.p, c.q, c.k, c.v, Precision::fp64);
   const auto kv = c.k.view<float, 4>(), qv = c.q.view<float, 4>();
@@ -342,7 +332,7 @@ TEST(Emulate, SageLseCorrectionUndoesKSmoothing) {
     for (std::int64_t d = 0; d < D; ++d) {
       double s = 0;
       for (std::int64_t t = 0; t < S; ++t) s += kv(0, t, h, d);
-      km[static_cast<std::size_t>(d)] = round_to(Format::bf16, static_cast<float>(s / static_cast<double>(S)));
+      km[static_cast<std::size_t>(d)] = round_to(FormatId::bf16, static_cast<float>(s / static_cast<double>(S)));
     }
     for (std::int64_t i = 0; i < S; ++i) {
       double corr = 0;
@@ -470,16 +460,16 @@ TEST(Emulate, RefusesWhatItDoesNotModel) {
   r.exp2 = Exp2Policy::hw;
   EXPECT_NE(message(r).find("exp2=hw has no bitwise model"), std::string::npos);
   r = parse_recipe("bf16");
-  r.k = "int8:per_block=64";
+  r.k = parse_scheme("int8:per_block=64");
   EXPECT_NE(message(r).find("cannot meet"), std::string::npos);
   r = parse_recipe("bf16");
-  r.p = ElemFormat::fp4_e2m1fn;
+  r.p = FormatId::fp4_e2m1fn;
   EXPECT_NE(message(r).find("p_mx"), std::string::npos);
   r = parse_recipe("mxfp4_fp4");
   r.tile_kv = 48;
   EXPECT_NE(message(r).find("multiple"), std::string::npos);
   r = parse_recipe("sage_int8_fp8_perblock");
-  r.v = "fp8_e4m3fn:per_token";
+  r.v = parse_scheme("fp8_e4m3fn:per_token");
   EXPECT_NE(message(r).find("per_tensor or per_channel"), std::string::npos);
   // Hadamard h128 needs head_dim 128 (the quantizer says so).
   EXPECT_FALSE(message(parse_recipe("mxfp4_fp8_had")).empty());

@@ -27,17 +27,17 @@ std::string hex(unsigned v) {
   std::snprintf(b, sizeof b, "0x%X", v);
   return b;
 }
-std::string ctx(Format f, double x, Rounding r, Overflow o) {
+std::string ctx(FormatId f, double x, Rounding r, Overflow o) {
   char b[64];
   std::snprintf(b, sizeof b, "%a", x);
-  return std::string(format_name(f)) + " x=" + b + " " + std::string(rounding_name(r)) + " " +
-         std::string(overflow_name(o));
+  return std::string(format_name(f)) + " x=" + b + " " + std::string(attest::name(r)) + " " +
+         std::string(attest::name(o));
 }
 
-const FormatOracle& oracle(Format f) {
+const FormatOracle& oracle(FormatId f) {
   static const std::vector<FormatOracle> all = [] {
     std::vector<FormatOracle> v;
-    for (Format g : all_formats()) v.emplace_back(g);
+    for (FormatId g : all_formats()) v.emplace_back(g);
     return v;
   }();
   return all.at(static_cast<std::size_t>(f));
@@ -54,10 +54,10 @@ TEST(FormatNames, RoundTripAndErrors) {
     EXPECT_EQ(format_name(all_formats()[i]), expected[i]);
     EXPECT_EQ(parse_format(expected[i]), all_formats()[i]);
   }
-  for (Rounding r : kRoundings) EXPECT_EQ(parse_rounding(rounding_name(r)), r);
-  for (Overflow o : kOverflows) EXPECT_EQ(parse_overflow(overflow_name(o)), o);
-  EXPECT_EQ(rounding_name(Rounding::away), "away");
-  EXPECT_EQ(overflow_name(Overflow::sat_cuda), "sat_cuda");
+  for (Rounding r : kRoundings) EXPECT_EQ(parse_rounding(attest::name(r)), r);
+  for (Overflow o : kOverflows) EXPECT_EQ(parse_overflow(attest::name(o)), o);
+  EXPECT_EQ(attest::name(Rounding::away), "away");
+  EXPECT_EQ(attest::name(Overflow::sat_cuda), "sat_cuda");
   try {
     parse_format("fp8_e4m3");
     FAIL() << "no throw";
@@ -72,23 +72,23 @@ TEST(FormatNames, RoundTripAndErrors) {
 }
 
 // The FORMATS.md table, typed in by hand.
-TEST(FormatInfo, MatchesSpecTable) {
-  struct Row { Format f; int bits; double max, min_normal, min_sub; bool inf, nan, negz; int emax; };
+TEST(FormatSpec, MatchesSpecTable) {
+  struct Row { FormatId f; int bits; double max, min_normal, min_sub; bool inf, nan, negz; int emax; };
   const Row rows[] = {
-      {Format::fp8_e4m3fn, 8, 448, 0x1p-6, 0x1p-9, false, true, true, 8},
-      {Format::fp8_e5m2, 8, 57344, 0x1p-14, 0x1p-16, true, true, true, 15},
-      {Format::fp8_e4m3fnuz, 8, 240, 0x1p-7, 0x1p-10, false, true, false, 0},
-      {Format::fp8_e5m2fnuz, 8, 57344, 0x1p-15, 0x1p-17, false, true, false, 0},
-      {Format::fp6_e2m3fn, 6, 7.5, 1, 0.125, false, false, true, 2},
-      {Format::fp6_e3m2fn, 6, 28, 0.25, 0.0625, false, false, true, 4},
-      {Format::fp4_e2m1fn, 4, 6, 1, 0.5, false, false, true, 2},
-      {Format::e8m0fnu, 8, 0x1p127, 0x1p-127, 0x1p-127, false, true, false, 0},
-      {Format::bf16, 16, 3.3895313892515355e38, 0x1p-126, 0x1p-133, true, true, true, 0},
-      {Format::fp16, 16, 65504, 0x1p-14, 0x1p-24, true, true, true, 0},
-      {Format::int8, 8, 127, 1, 1, false, false, false, 0},
+      {FormatId::fp8_e4m3fn, 8, 448, 0x1p-6, 0x1p-9, false, true, true, 8},
+      {FormatId::fp8_e5m2, 8, 57344, 0x1p-14, 0x1p-16, true, true, true, 15},
+      {FormatId::fp8_e4m3fnuz, 8, 240, 0x1p-7, 0x1p-10, false, true, false, 0},
+      {FormatId::fp8_e5m2fnuz, 8, 57344, 0x1p-15, 0x1p-17, false, true, false, 0},
+      {FormatId::fp6_e2m3fn, 6, 7.5, 1, 0.125, false, false, true, 2},
+      {FormatId::fp6_e3m2fn, 6, 28, 0.25, 0.0625, false, false, true, 4},
+      {FormatId::fp4_e2m1fn, 4, 6, 1, 0.5, false, false, true, 2},
+      {FormatId::e8m0fnu, 8, 0x1p127, 0x1p-127, 0x1p-127, false, true, false, 0},
+      {FormatId::bf16, 16, 3.3895313892515355e38, 0x1p-126, 0x1p-133, true, true, true, 0},
+      {FormatId::fp16, 16, 65504, 0x1p-14, 0x1p-24, true, true, true, 0},
+      {FormatId::int8, 8, 127, 1, 1, false, false, false, 0},
   };
   for (const Row& r : rows) {
-    const FormatInfo& fi = format_info(r.f);
+    const FormatSpec& fi = format_info(r.f);
     SCOPED_TRACE(std::string(fi.name));
     EXPECT_EQ(fi.bits, r.bits);
     EXPECT_EQ(fi.max_finite, r.max);
@@ -101,7 +101,7 @@ TEST(FormatInfo, MatchesSpecTable) {
     EXPECT_EQ(code_count(r.f), 1u << r.bits);
     // And the oracle's enumeration agrees on the extremes.
     const auto& t = oracle(r.f).table();
-    if (r.f != Format::int8) {
+    if (r.f != FormatId::int8) {
       EXPECT_EQ(t[t.size() - 2].value.convert_to<double>(), r.max);
     }
   }
@@ -110,7 +110,7 @@ TEST(FormatInfo, MatchesSpecTable) {
 // ---------------------------------------------------------------------------------------------
 // Decode: every code against the value computed from the field layout.
 
-void check_decode_all(Format f) {
+void check_decode_all(FormatId f) {
   const test::Layout l = test::layout(f);
   const std::uint32_t n = 1u << l.bits;
   for (std::uint32_t c = 0; c < n; ++c) {
@@ -124,7 +124,7 @@ void check_decode_all(Format f) {
     const std::uint32_t sign = has_sign ? 1u << (l.bits - 1) : 0u;
     const std::uint32_t mag = c & ~sign;
     const bool neg = has_sign && (c & sign);
-    const bool fnuz_nan = (f == Format::fp8_e4m3fnuz || f == Format::fp8_e5m2fnuz) && c == 0x80;
+    const bool fnuz_nan = (f == FormatId::fp8_e4m3fnuz || f == FormatId::fp8_e5m2fnuz) && c == 0x80;
     const test::CodeKind k = fnuz_nan ? test::CodeKind::nan : test::code_kind(f, mag);
     EXPECT_EQ(is_nan_code(f, static_cast<std::uint16_t>(c)), k == test::CodeKind::nan);
     if (k == test::CodeKind::nan) {
@@ -140,11 +140,11 @@ void check_decode_all(Format f) {
 }
 
 TEST(FormatDecode, EveryCodeOfEveryFormat) {
-  for (Format f : all_formats()) check_decode_all(f);
+  for (FormatId f : all_formats()) check_decode_all(f);
 }
 
 TEST(FormatDecode, BatchEqualsScalar) {
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     std::vector<std::uint16_t> codes(code_count(f));
     for (std::size_t i = 0; i < codes.size(); ++i) codes[i] = static_cast<std::uint16_t>(i);
     std::vector<float> out(codes.size());
@@ -204,7 +204,7 @@ std::vector<float> stride_floats() {
 }
 
 TEST(FormatEncode, RationalAndDoubleOracleAgree) {
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     const FormatOracle& o = oracle(f);
     const std::size_t stride = format_info(f).bits > 8 ? 257 : 1;
     for (double x : boundary_inputs(o, stride))
@@ -215,7 +215,7 @@ TEST(FormatEncode, RationalAndDoubleOracleAgree) {
 
 TEST(FormatEncode, FloatInputsMatchOracle) {
   const std::vector<float> strided = stride_floats();
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     const FormatOracle& o = oracle(f);
     std::vector<float> xs;
     for (double x : boundary_inputs(o, 1)) {
@@ -250,7 +250,7 @@ TEST(FormatEncode, FloatInputsMatchOracle) {
 }
 
 TEST(FormatEncode, DoubleInputsMatchOracleSingleRounding) {
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     const FormatOracle& o = oracle(f);
     std::vector<double> xs = boundary_inputs(o, 1);
     // Doubles that are not floats next to every tie: rounding them to float first would land on
@@ -274,7 +274,7 @@ TEST(FormatEncode, DoubleInputsMatchOracleSingleRounding) {
 }
 
 TEST(FormatEncode, DecodeThenEncodeIsIdentity) {
-  for (Format f : all_formats())
+  for (FormatId f : all_formats())
     for (std::uint32_t c = 0; c < code_count(f); ++c) {
       const auto code = static_cast<std::uint16_t>(c);
       if (is_nan_code(f, code)) continue;
@@ -292,7 +292,7 @@ TEST(FormatEncode, DecodeThenEncodeIsIdentity) {
 // Hand examples (FORMATS.md and the header).
 
 TEST(FormatEncode, HandExamples) {
-  const auto e4 = Format::fp8_e4m3fn;
+  const auto e4 = FormatId::fp8_e4m3fn;
   EXPECT_EQ(decode(e4, encode(e4, 464.0f)), 448.0f);  // tie between 448 (0x7E) and 480 (0x7F): even
   EXPECT_EQ(decode(e4, encode(e4, 248.0f)), 256.0f);  // tie between 240 (0x77) and 256 (0x78)
   EXPECT_EQ(encode(e4, 464.0f), 0x7E);
@@ -310,14 +310,14 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(e4, 464.0 + 0x1p-30), 0x7F);
   EXPECT_EQ(encode(e4, 464.0f + 0x1p-30f), 0x7E);
 
-  const auto e5 = Format::fp8_e5m2;
+  const auto e5 = FormatId::fp8_e5m2;
   EXPECT_EQ(encode(e5, 61440.0f), 0x7C);  // tie between 57344 (0x7B) and 65536: up to Inf
   EXPECT_EQ(encode(e5, 61439.0f), 0x7B);
   EXPECT_EQ(encode(e5, -std::numeric_limits<float>::infinity(), Rounding::rne, Overflow::sat_hip), 0xFC);
   EXPECT_EQ(encode(e5, 1e9f, Rounding::rne, Overflow::sat_hip), 0x7B);
   EXPECT_TRUE(is_nan_code(e5, encode(e5, std::numeric_limits<float>::quiet_NaN())));
 
-  const auto fnuz = Format::fp8_e4m3fnuz;
+  const auto fnuz = FormatId::fp8_e4m3fnuz;
   EXPECT_EQ(encode(fnuz, -0.0f), 0x00);
   EXPECT_EQ(encode(fnuz, -0x1p-12f), 0x00);  // underflows to zero: no -0
   EXPECT_EQ(encode(fnuz, 248.0f), 0x80);     // tie 240 (odd 0x7F) / 256: up, overflow -> NaN
@@ -325,7 +325,7 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(fnuz, std::numeric_limits<float>::infinity()), 0x80);
   EXPECT_EQ(encode(fnuz, -1e6f, Rounding::rne, Overflow::sat_cuda), 0xFF);  // -240
 
-  const auto fp4 = Format::fp4_e2m1fn;
+  const auto fp4 = FormatId::fp4_e2m1fn;
   EXPECT_EQ(decode(fp4, encode(fp4, 0.25f)), 0.0f);
   EXPECT_EQ(decode(fp4, encode(fp4, 0.75f)), 1.0f);
   EXPECT_EQ(decode(fp4, encode(fp4, 2.5f)), 2.0f);
@@ -341,7 +341,7 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(fp4, -std::numeric_limits<float>::quiet_NaN()), 0x0);  // sign flipped
   EXPECT_EQ(encode(fp4, -std::numeric_limits<float>::infinity()), 0xF);
 
-  const auto e8 = Format::e8m0fnu;
+  const auto e8 = FormatId::e8m0fnu;
   EXPECT_EQ(encode(e8, 1.0f), 127);
   EXPECT_EQ(encode(e8, 0x1p-127f), 0);
   EXPECT_EQ(encode(e8, 0x1p127f), 254);
@@ -362,7 +362,7 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(e8, 0x1.9p127f, Rounding::rne, Overflow::sat_cuda), 0xFE);
   EXPECT_EQ(encode(e8, -4.0f, Rounding::rne, Overflow::sat_cuda), 0x00);
 
-  const auto i8 = Format::int8;
+  const auto i8 = FormatId::int8;
   EXPECT_EQ(encode(i8, 2.5f), 2);
   EXPECT_EQ(encode(i8, 3.5f), 4);
   EXPECT_EQ(encode(i8, -2.5f), 0xFE);
@@ -377,7 +377,7 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(i8, std::numeric_limits<float>::quiet_NaN()), 0);
   EXPECT_EQ(decode(i8, 0x80), -128.0f);
 
-  const auto bf = Format::bf16;
+  const auto bf = FormatId::bf16;
   EXPECT_EQ(encode(bf, 1.0f), 0x3F80);
   EXPECT_EQ(encode(bf, std::numeric_limits<float>::max()), 0x7F80);
   EXPECT_EQ(encode(bf, std::bit_cast<float>(0x3F808000u)), 0x3F80);  // tie, even
@@ -386,19 +386,19 @@ TEST(FormatEncode, HandExamples) {
   EXPECT_EQ(encode(bf, std::bit_cast<float>(0x00008001u)), 0x0001);  // subnormal kept
   EXPECT_EQ(encode(bf, std::numeric_limits<float>::quiet_NaN()), 0x7FC0);
   EXPECT_EQ(encode(bf, std::numeric_limits<float>::quiet_NaN(), Rounding::rne, Overflow::sat_cuda), 0x7FFF);
-  EXPECT_EQ(encode(Format::fp16, 65520.0f), 0x7C00);  // tie 65504 (odd) / 65536: Inf
-  EXPECT_EQ(encode(Format::fp16, 65519.0f), 0x7BFF);
-  EXPECT_EQ(round_to(Format::fp16, 1.0f + 0x1p-11f), 1.0f);
+  EXPECT_EQ(encode(FormatId::fp16, 65520.0f), 0x7C00);  // tie 65504 (odd) / 65536: Inf
+  EXPECT_EQ(encode(FormatId::fp16, 65519.0f), 0x7BFF);
+  EXPECT_EQ(round_to(FormatId::fp16, 1.0f + 0x1p-11f), 1.0f);
 }
 
 TEST(FormatEncode, BatchSizeMismatchAndByteOutputForWideFormat) {
   std::vector<float> in(4, 1.0f);
   std::vector<std::uint16_t> out16(3);
   std::vector<std::uint8_t> out8(4);
-  EXPECT_THROW(encode_f32(Format::fp8_e4m3fn, in, out16), Error);
-  EXPECT_THROW(encode_f32(Format::bf16, in, out8), Error);
+  EXPECT_THROW(encode_f32(FormatId::fp8_e4m3fn, in, out16), Error);
+  EXPECT_THROW(encode_f32(FormatId::bf16, in, out8), Error);
   std::vector<float> d(3);
-  EXPECT_THROW(decode_f32(Format::bf16, std::span<const std::uint8_t>(out8), std::span<float>(d)), Error);
+  EXPECT_THROW(decode_f32(FormatId::bf16, std::span<const std::uint8_t>(out8), std::span<float>(d)), Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -407,20 +407,20 @@ TEST(FormatEncode, BatchSizeMismatchAndByteOutputForWideFormat) {
 TEST(FormatPack, DocumentedBitOrder) {
   const std::vector<std::uint8_t> fp4 = {0x1, 0x2, 0xF, 0x0, 0x7};
   // byte j = code[2j] | code[2j+1] << 4; a trailing odd code fills the low nibble.
-  EXPECT_EQ(pack(Format::fp4_e2m1fn, fp4), (std::vector<std::uint8_t>{0x21, 0x0F, 0x07}));
+  EXPECT_EQ(pack(FormatId::fp4_e2m1fn, fp4), (std::vector<std::uint8_t>{0x21, 0x0F, 0x07}));
   const std::vector<std::uint8_t> fp6 = {0x01, 0x02, 0x03, 0x04, 0x3F};
   // b0 = c0 | c1 << 6 = 0x01 | 0x80; b1 = c1 >> 2 | c2 << 4 = 0x30; b2 = c2 >> 4 | c3 << 2 = 0x10;
   // the fifth code starts a new group in the low 6 bits of byte 3.
-  EXPECT_EQ(pack(Format::fp6_e2m3fn, fp6), (std::vector<std::uint8_t>{0x81, 0x30, 0x10, 0x3F}));
-  EXPECT_EQ(pack(Format::fp6_e3m2fn, std::vector<std::uint8_t>{0x3F, 0x3F, 0x3F, 0x3F}),
+  EXPECT_EQ(pack(FormatId::fp6_e2m3fn, fp6), (std::vector<std::uint8_t>{0x81, 0x30, 0x10, 0x3F}));
+  EXPECT_EQ(pack(FormatId::fp6_e3m2fn, std::vector<std::uint8_t>{0x3F, 0x3F, 0x3F, 0x3F}),
             (std::vector<std::uint8_t>{0xFF, 0xFF, 0xFF}));
-  EXPECT_EQ(unpack(Format::fp6_e3m2fn, std::vector<std::uint8_t>{0x81, 0x30, 0x10, 0x3F}, 5), fp6);
-  EXPECT_EQ(unpack(Format::fp4_e2m1fn, std::vector<std::uint8_t>{0x21, 0x0F, 0x07}, 5), fp4);
+  EXPECT_EQ(unpack(FormatId::fp6_e3m2fn, std::vector<std::uint8_t>{0x81, 0x30, 0x10, 0x3F}, 5), fp6);
+  EXPECT_EQ(unpack(FormatId::fp4_e2m1fn, std::vector<std::uint8_t>{0x21, 0x0F, 0x07}, 5), fp4);
 }
 
 TEST(FormatPack, RoundTripAndErrors) {
   std::mt19937 rng(7);
-  for (Format f : {Format::fp4_e2m1fn, Format::fp6_e2m3fn, Format::fp6_e3m2fn}) {
+  for (FormatId f : {FormatId::fp4_e2m1fn, FormatId::fp6_e2m3fn, FormatId::fp6_e3m2fn}) {
     const int bits = format_info(f).bits;
     for (std::size_t n : {0u, 1u, 2u, 3u, 4u, 5u, 7u, 8u, 33u, 1000u}) {
       std::vector<std::uint8_t> codes(n);
@@ -432,8 +432,8 @@ TEST(FormatPack, RoundTripAndErrors) {
     EXPECT_THROW(pack(f, std::vector<std::uint8_t>{static_cast<std::uint8_t>(1u << bits)}), Error);
     EXPECT_THROW(unpack(f, std::vector<std::uint8_t>{0, 0}, 1), Error);
   }
-  EXPECT_THROW(pack(Format::fp8_e4m3fn, std::vector<std::uint8_t>{1}), Error);
-  EXPECT_THROW(unpack(Format::int8, std::vector<std::uint8_t>{1}, 1), Error);
+  EXPECT_THROW(pack(FormatId::fp8_e4m3fn, std::vector<std::uint8_t>{1}), Error);
+  EXPECT_THROW(unpack(FormatId::int8, std::vector<std::uint8_t>{1}, 1), Error);
 }
 
 }  // namespace

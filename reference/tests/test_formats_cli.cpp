@@ -46,7 +46,7 @@ TEST_F(CodecCli, EncodeDecodeRoundTripEveryFormat) {
   Tensor in(DType::f32, {3, 4});
   std::copy(xs.begin(), xs.end(), in.data<float>());
   write("in.npy", in);
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     for (const char* ov : {"ieee", "sat_cuda"}) {
       SCOPED_TRACE(std::string(format_name(f)) + " " + ov);
       const CliResult e = run_cli("codec --format " + std::string(format_name(f)) + " --overflow " + ov + " --round away --encode " +

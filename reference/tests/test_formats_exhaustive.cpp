@@ -56,7 +56,7 @@ struct Work {
 // attest's codes of chunk k as the bytes ml_dtypes' were hashed from: one byte per code, or
 // uint16 little-endian for bf16/fp16, whose NaN codes are hashed as 0x7E00 | sign
 // (make_codec_digests.py, CANONICAL). Returns the bytes (a view into w).
-std::span<const unsigned char> chunk_bytes(Format f, std::uint32_t k, Work& w) {
+std::span<const unsigned char> chunk_bytes(FormatId f, std::uint32_t k, Work& w) {
   for (std::uint32_t i = 0; i < kChunk; ++i) w.x[i] = std::bit_cast<float>((k << kChunkBits) | i);
   if (format_info(f).bits <= 8) {
     std::span<std::uint8_t> b(w.bytes.data(), kChunk);
@@ -64,7 +64,7 @@ std::span<const unsigned char> chunk_bytes(Format f, std::uint32_t k, Work& w) {
     return b;
   }
   encode_f32(f, w.x, w.c16);
-  if (f == Format::fp16)
+  if (f == FormatId::fp16)
     for (auto& v : w.c16)
       if ((v & 0x7FFF) > 0x7C00) v = static_cast<std::uint16_t>((v & 0x8000) | 0x7E00);
   if constexpr (std::endian::native == std::endian::little)
@@ -86,10 +86,10 @@ std::uint32_t crc(std::span<const unsigned char> b) {
   return static_cast<std::uint32_t>(c);
 }
 
-class ExhaustiveCodec : public ::testing::TestWithParam<Format> {};
+class ExhaustiveCodec : public ::testing::TestWithParam<FormatId> {};
 
 TEST_P(ExhaustiveCodec, AllFloat32MatchMlDtypes) {
-  const Format f = GetParam();
+  const FormatId f = GetParam();
   const std::string name(format_name(f));
   const nlohmann::json& want = digests().at("crc32").at(name);
   ASSERT_EQ(want.size(), kChunks) << name;
@@ -131,10 +131,10 @@ TEST_P(ExhaustiveCodec, AllFloat32MatchMlDtypes) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllCodecs, ExhaustiveCodec, ::testing::ValuesIn(all_formats().begin(), all_formats().end()),
-                         [](const ::testing::TestParamInfo<Format>& i) { return std::string(format_name(i.param)); });
+                         [](const ::testing::TestParamInfo<FormatId>& i) { return std::string(format_name(i.param)); });
 
 TEST(ExhaustiveCodecDigests, CoverEveryCodec) {
-  for (Format f : all_formats()) EXPECT_TRUE(digests().at("crc32").contains(std::string(format_name(f)))) << format_name(f);
+  for (FormatId f : all_formats()) EXPECT_TRUE(digests().at("crc32").contains(std::string(format_name(f)))) << format_name(f);
   EXPECT_EQ(digests().at("chunk_bits").get<int>(), kChunkBits);
 }
 

@@ -38,14 +38,14 @@ std::vector<std::uint16_t> read_codes(const fs::path& p) {
 // NaN codes are compared as a class where FORMATS.md says implementations pick different NaN
 // bit patterns (bf16, fp16, e5m2: payload and quiet-bit choices); the sign must still agree
 // unless `ignore_nan_sign` (CUDA casts drop it).
-bool same_code(Format f, std::uint16_t a, std::uint16_t b, bool ignore_nan_sign) {
+bool same_code(FormatId f, std::uint16_t a, std::uint16_t b, bool ignore_nan_sign) {
   if (a == b) return true;
   if (!is_nan_code(f, a) || !is_nan_code(f, b)) return false;
   const int sign_shift = format_info(f).bits - 1;
   return ignore_nan_sign || ((a >> sign_shift) == (b >> sign_shift));
 }
 
-std::string describe(Format f, float x, std::uint16_t want, std::uint16_t got) {
+std::string describe(FormatId f, float x, std::uint16_t want, std::uint16_t got) {
   char b[160];
   std::snprintf(b, sizeof b, "%s x=%a (bits 0x%08X) oracle 0x%X attest 0x%X", std::string(format_name(f)).c_str(),
                 static_cast<double>(x), std::bit_cast<std::uint32_t>(x), want, got);
@@ -56,7 +56,7 @@ TEST(FormatOracleVectors, EncodeMatchesMlDtypes) {
   if (!have_vectors()) GTEST_SKIP() << "no oracle vectors in " << kDir << " (run make_format_oracles.py)";
   const std::vector<float> x = read_f32(kDir / "inputs_f32.npy");
   ASSERT_GT(x.size(), 1000u);
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     const std::vector<std::uint16_t> want = read_codes(kDir / ("mld_encode_" + std::string(format_name(f)) + ".npy"));
     ASSERT_EQ(want.size(), x.size()) << format_name(f);
     std::size_t bad = 0;
@@ -78,12 +78,12 @@ TEST(FormatOracleVectors, E8m0DenseMatchesMlDtypes) {
   const std::vector<std::uint16_t> want = read_codes(kDir / "mld_encode_e8m0fnu_dense.npy");
   ASSERT_EQ(want.size(), x.size());
   std::vector<std::uint8_t> batch(x.size());
-  encode_f32(Format::e8m0fnu, x, batch);
+  encode_f32(FormatId::e8m0fnu, x, batch);
   std::size_t bad = 0, subnormal = 0, ties = 0, nonpositive = 0;
   for (std::size_t i = 0; i < x.size(); ++i) {
-    const std::uint16_t got = encode(Format::e8m0fnu, x[i]);
+    const std::uint16_t got = encode(FormatId::e8m0fnu, x[i]);
     if ((got != want[i] || batch[i] != want[i]) && ++bad <= 10)
-      ADD_FAILURE() << describe(Format::e8m0fnu, x[i], want[i], got) << " batch 0x" << std::hex << int(batch[i]);
+      ADD_FAILURE() << describe(FormatId::e8m0fnu, x[i], want[i], got) << " batch 0x" << std::hex << int(batch[i]);
     const float a = std::fabs(x[i]);
     subnormal += x[i] > 0 && a < 0x1p-126f;
     ties += x[i] > 0 && std::isfinite(a) && a / std::exp2(std::floor(std::log2(a))) == 1.5f;
@@ -101,7 +101,7 @@ TEST(FormatOracleVectors, EncodeMatchesTorchFp8Casts) {
   const std::vector<float> x = read_f32(kDir / "inputs_f32.npy");
   int files = 0;
   for (const char* dev : {"cpu", "cuda"}) {
-    for (Format f : {Format::fp8_e4m3fn, Format::fp8_e5m2, Format::fp8_e4m3fnuz, Format::fp8_e5m2fnuz}) {
+    for (FormatId f : {FormatId::fp8_e4m3fn, FormatId::fp8_e5m2, FormatId::fp8_e4m3fnuz, FormatId::fp8_e5m2fnuz}) {
       const fs::path p = kDir / ("torch_" + std::string(dev) + "_encode_" + std::string(format_name(f)) + ".npy");
       if (!fs::exists(p)) continue;
       ++files;
@@ -120,7 +120,7 @@ TEST(FormatOracleVectors, EncodeMatchesTorchFp8Casts) {
 
 TEST(FormatOracleVectors, DecodeMatchesMlDtypes) {
   if (!have_vectors()) GTEST_SKIP() << "no oracle vectors in " << kDir;
-  for (Format f : all_formats()) {
+  for (FormatId f : all_formats()) {
     const std::vector<float> want = read_f32(kDir / ("mld_decode_" + std::string(format_name(f)) + ".npy"));
     ASSERT_EQ(want.size(), code_count(f)) << format_name(f);
     for (std::uint32_t c = 0; c < code_count(f); ++c) {

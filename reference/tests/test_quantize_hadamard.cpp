@@ -21,7 +21,7 @@ TEST(Hadamard, ConstantsAreTheRoundedValues) {
   EXPECT_EQ(kHadamard128Norm, static_cast<float>(1.0 / std::sqrt(128.0)));
   // bf16(1/sqrt(32)): 0.17677669 = 1.41421356 * 2^-3; 7 mantissa bits: 1.0110101b = 1.4140625
   // (error 1.5e-4) beats 1.0110110b = 1.421875 -> 1.4140625 / 8 = 0.1767578125.
-  EXPECT_EQ(kHadamard32Bf16, round_to(Format::bf16, static_cast<float>(1.0 / std::sqrt(32.0))));
+  EXPECT_EQ(kHadamard32Bf16, round_to(FormatId::bf16, static_cast<float>(1.0 / std::sqrt(32.0))));
 }
 
 TEST(Hadamard, IntegerExampleEqualsMatrixProduct) {

@@ -24,90 +24,90 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 TEST(E8M0Rules, Floor) {
   // fp4 (emax 2). amax 5.0 = 1.25 * 2^2: e = 129, m = 0x200000; 129 - 127 - 2 = 0 -> code 127, X = 1.
-  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::floor, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::floor, FormatId::fp4_e2m1fn), 127);
   // amax 7.99 = 1.997 * 2^2: floor keeps code 127, so 7.99 saturates to 6 (the OCP clipping).
-  EXPECT_EQ(e8m0_scale(7.99f, E8M0Rule::floor, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(7.99f, E8M0Rule::floor, FormatId::fp4_e2m1fn), 127);
   // e4m3 (emax 8): 448 = 1.75 * 2^8: e = 135 -> 135 - 127 - 8 = 0 -> 127.
-  EXPECT_EQ(e8m0_scale(448.0f, E8M0Rule::floor, Format::fp8_e4m3fn), 127);
+  EXPECT_EQ(e8m0_scale(448.0f, E8M0Rule::floor, FormatId::fp8_e4m3fn), 127);
   // e5m2 (emax 15): 1.0 -> 0 - 15 = -15 -> 112.
-  EXPECT_EQ(e8m0_scale(1.0f, E8M0Rule::floor, Format::fp8_e5m2), 112);
+  EXPECT_EQ(e8m0_scale(1.0f, E8M0Rule::floor, FormatId::fp8_e5m2), 112);
   // 2^-120 with emax 8: -128 clamps to -127 -> code 0. Subnormal amax (e = 0) and 0 -> 0.
-  EXPECT_EQ(e8m0_scale(0x1p-120f, E8M0Rule::floor, Format::fp8_e4m3fn), 0);
-  EXPECT_EQ(e8m0_scale(1e-40f, E8M0Rule::floor, Format::fp4_e2m1fn), 0);
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::floor, Format::fp4_e2m1fn), 0);
+  EXPECT_EQ(e8m0_scale(0x1p-120f, E8M0Rule::floor, FormatId::fp8_e4m3fn), 0);
+  EXPECT_EQ(e8m0_scale(1e-40f, E8M0Rule::floor, FormatId::fp4_e2m1fn), 0);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::floor, FormatId::fp4_e2m1fn), 0);
   // 1.5 * 2^127 (e = 254) with emax 2: 127 - 2 = 125 -> 252.
-  EXPECT_EQ(e8m0_scale(0x1.8p127f, E8M0Rule::floor, Format::fp4_e2m1fn), 252);
+  EXPECT_EQ(e8m0_scale(0x1.8p127f, E8M0Rule::floor, FormatId::fp4_e2m1fn), 252);
   // MXINT8 (emax 0): 1.5 -> 0 -> 127.
-  EXPECT_EQ(e8m0_scale(1.5f, E8M0Rule::floor, Format::int8), 127);
+  EXPECT_EQ(e8m0_scale(1.5f, E8M0Rule::floor, FormatId::int8), 127);
   // Non-finite amax -> NaN scale 0xFF (our convention for every rule).
-  EXPECT_EQ(e8m0_scale(kNaN, E8M0Rule::floor, Format::fp4_e2m1fn), 0xFF);
-  EXPECT_EQ(e8m0_scale(INFINITY, E8M0Rule::floor, Format::fp4_e2m1fn), 0xFF);
+  EXPECT_EQ(e8m0_scale(kNaN, E8M0Rule::floor, FormatId::fp4_e2m1fn), 0xFF);
+  EXPECT_EQ(e8m0_scale(INFINITY, E8M0Rule::floor, FormatId::fp4_e2m1fn), 0xFF);
 }
 
 TEST(E8M0Rules, Ceil) {
   // fp4: 5.0 has m != 0 -> 2 + 1 - 2 = 1 -> code 128 (X = 2); 4.0 has m = 0 -> code 127.
-  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::ceil, Format::fp4_e2m1fn), 128);
-  EXPECT_EQ(e8m0_scale(4.0f, E8M0Rule::ceil, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::ceil, FormatId::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(4.0f, E8M0Rule::ceil, FormatId::fp4_e2m1fn), 127);
   // e4m3: 449 = 1.75390625 * 2^8 -> 8 + 1 - 8 = 1 -> 128.
-  EXPECT_EQ(e8m0_scale(449.0f, E8M0Rule::ceil, Format::fp8_e4m3fn), 128);
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::ceil, Format::fp4_e2m1fn), 0);
+  EXPECT_EQ(e8m0_scale(449.0f, E8M0Rule::ceil, FormatId::fp8_e4m3fn), 128);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::ceil, FormatId::fp4_e2m1fn), 0);
 }
 
 TEST(E8M0Rules, Rceil) {
   // fp4: fl(1/6) = 0x3E2AAAAB = 11184811 * 2^-26. 6 * that = 67108866 * 2^-26 = 1 + 2^-25, which
   // rounds to 1.0 (a quarter ulp above 1): d = 1.0, e = 127, m = 0 -> code 127.
   EXPECT_EQ(from_bits(0x3E2AAAABu), 1.0f / 6.0f);
-  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::rceil, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::rceil, FormatId::fp4_e2m1fn), 127);
   // Next float above 6 (6 + 2^-21): d = (6 + 2^-21) * 11184811 * 2^-26 = 1 + 2^-25 + 11184811 * 2^-47
   // ~ 1 + 1.09e-7, above the half ulp 5.96e-8 -> d = 1 + 2^-23, m = 1 -> code 128.
-  EXPECT_EQ(e8m0_scale(std::nextafter(6.0f, 7.0f), E8M0Rule::rceil, Format::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(std::nextafter(6.0f, 7.0f), E8M0Rule::rceil, FormatId::fp4_e2m1fn), 128);
   // 3.0: d = 3 * 11184811 * 2^-26 = 0.5 + 2^-26 -> rounds to 0.5 (e = 126, m = 0) -> 126.
-  EXPECT_EQ(e8m0_scale(3.0f, E8M0Rule::rceil, Format::fp4_e2m1fn), 126);
+  EXPECT_EQ(e8m0_scale(3.0f, E8M0Rule::rceil, FormatId::fp4_e2m1fn), 126);
   // Subnormal d, e4m3: fl(1/448) = 9586981 * 2^-32 (8/7 * 2^23 = 9586980.57 rounds up).
   // amax 2^-118: d = 2^-118 * 9586981 * 2^-32 = 9586981 * 2^-150 -> mantissa field
   // 9586981 / 2 = 4793490.5 -> RNE 4793490 > 0x400000 = 4194304 -> code 1.
   // amax 2^-119: field 2396745.25 -> 2396745 <= 0x400000 -> code 0.
-  EXPECT_EQ(e8m0_scale(0x1p-118f, E8M0Rule::rceil, Format::fp8_e4m3fn), 1);
-  EXPECT_EQ(e8m0_scale(0x1p-119f, E8M0Rule::rceil, Format::fp8_e4m3fn), 0);
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::rceil, Format::fp8_e4m3fn), 0);
+  EXPECT_EQ(e8m0_scale(0x1p-118f, E8M0Rule::rceil, FormatId::fp8_e4m3fn), 1);
+  EXPECT_EQ(e8m0_scale(0x1p-119f, E8M0Rule::rceil, FormatId::fp8_e4m3fn), 0);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::rceil, FormatId::fp8_e4m3fn), 0);
   // MXINT8 maximum 127/64: 1.984375 * fl(64/127) rounds to 1.0 -> code 127.
-  EXPECT_EQ(e8m0_scale(127.0f / 64.0f, E8M0Rule::rceil, Format::int8), 127);
-  EXPECT_EQ(e8m0_scale(INFINITY, E8M0Rule::rceil, Format::fp8_e4m3fn), 0xFF);
+  EXPECT_EQ(e8m0_scale(127.0f / 64.0f, E8M0Rule::rceil, FormatId::int8), 127);
+  EXPECT_EQ(e8m0_scale(INFINITY, E8M0Rule::rceil, FormatId::fp8_e4m3fn), 0xFF);
 }
 
 TEST(E8M0Rules, AiterHipFp4) {
   // 6/6 = 1.0 = 0x3F800000; + 0x7FFFFF = 0x3FFFFFFF; & 0x7F800000 = 0x3F800000 -> 127.
-  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::aiter_hip_fp4, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::aiter_hip_fp4, FormatId::fp4_e2m1fn), 127);
   // 7/6 = 1.1666666 = 0x3F955555 -> 0x40155554 & mask = 0x40000000 -> 128 (ceil to 2).
-  EXPECT_EQ(e8m0_scale(7.0f, E8M0Rule::aiter_hip_fp4, Format::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(7.0f, E8M0Rule::aiter_hip_fp4, FormatId::fp4_e2m1fn), 128);
   // 3/6 = 0.5 -> 126; 0 -> 0; a subnormal quotient (1e-40 / 6) has e = 0, m != 0 -> 1.
-  EXPECT_EQ(e8m0_scale(3.0f, E8M0Rule::aiter_hip_fp4, Format::fp4_e2m1fn), 126);
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_hip_fp4, Format::fp4_e2m1fn), 0);
-  EXPECT_EQ(e8m0_scale(1e-40f, E8M0Rule::aiter_hip_fp4, Format::fp4_e2m1fn), 1);
+  EXPECT_EQ(e8m0_scale(3.0f, E8M0Rule::aiter_hip_fp4, FormatId::fp4_e2m1fn), 126);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_hip_fp4, FormatId::fp4_e2m1fn), 0);
+  EXPECT_EQ(e8m0_scale(1e-40f, E8M0Rule::aiter_hip_fp4, FormatId::fp4_e2m1fn), 1);
 }
 
 TEST(E8M0Rules, AiterTritonVFp4) {
   // 6.0 = 1.5 * 2^2: e = 129, m = 0x400000 (not > 0x400000) -> 129 - 2 = 127.
-  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::aiter_triton_v_fp4, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::aiter_triton_v_fp4, FormatId::fp4_e2m1fn), 127);
   // 6.5 = 1.625 * 2^2: m = 0x500000 > 0x400000 -> 128. 5.0: m = 0x200000 -> 127.
-  EXPECT_EQ(e8m0_scale(6.5f, E8M0Rule::aiter_triton_v_fp4, Format::fp4_e2m1fn), 128);
-  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::aiter_triton_v_fp4, Format::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(6.5f, E8M0Rule::aiter_triton_v_fp4, FormatId::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::aiter_triton_v_fp4, FormatId::fp4_e2m1fn), 127);
   // 0 -> 1e-12f = 1.0995 * 2^-40: e = 87, m = 0x0CBCCC < 0x400000 -> 85.
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_triton_v_fp4, Format::fp4_e2m1fn), 85);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_triton_v_fp4, FormatId::fp4_e2m1fn), 85);
 }
 
 TEST(E8M0Rules, AiterTritonRne) {
   // 6.0 = 1.5 * 2^2 is a tie between 2^2 (code 129, odd) and 2^3 (code 130, even) -> 130;
   // minus 2 -> 128.
-  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(6.0f, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), 128);
   // 12.0 = 1.5 * 2^3: tie between codes 130 (even) and 131 -> 130 -> 128.
-  EXPECT_EQ(e8m0_scale(12.0f, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(12.0f, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), 128);
   // 3.0 = 1.5 * 2^1: codes 128 (even) / 129 -> 128 -> 126.
-  EXPECT_EQ(e8m0_scale(3.0f, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), 126);
+  EXPECT_EQ(e8m0_scale(3.0f, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), 126);
   // 5.0 (1.25 * 4) rounds down -> 129 -> 127; 7.0 (1.75 * 4) rounds up -> 130 -> 128.
-  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), 127);
-  EXPECT_EQ(e8m0_scale(7.0f, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), 128);
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), 0);
+  EXPECT_EQ(e8m0_scale(5.0f, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), 127);
+  EXPECT_EQ(e8m0_scale(7.0f, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), 128);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), 0);
 }
 
 TEST(E8M0Rules, AiterTritonRneAgreesWithTiesToEvenExponent) {
@@ -126,20 +126,20 @@ TEST(E8M0Rules, AiterTritonRneAgreesWithTiesToEvenExponent) {
     const double d_lo = static_cast<double>(a) - lo, d_hi = hi - static_cast<double>(a);
     const int code = d_lo < d_hi ? static_cast<int>(e) : d_hi < d_lo ? static_cast<int>(e) + 1
                                                                        : static_cast<int>(e % 2 == 0 ? e : e + 1);
-    ASSERT_EQ(e8m0_scale(a, E8M0Rule::aiter_triton_rne, Format::fp4_e2m1fn), std::clamp(code - 2, 0, 254)) << a;
+    ASSERT_EQ(e8m0_scale(a, E8M0Rule::aiter_triton_rne, FormatId::fp4_e2m1fn), std::clamp(code - 2, 0, 254)) << a;
   }
 }
 
 TEST(E8M0Rules, AiterHipFp8) {
   // 448 = 0x43E00000 (e = 135, m = 0x600000); + 0x200000 = 0x44000000 -> 136 - 8 = 128.
   // Inverse scale bits (254 - 128) << 23 = 0x3F000000 = 0.5.
-  EXPECT_EQ(e8m0_scale(448.0f, E8M0Rule::aiter_hip_fp8, Format::fp8_e4m3fn), 128);
+  EXPECT_EQ(e8m0_scale(448.0f, E8M0Rule::aiter_hip_fp8, FormatId::fp8_e4m3fn), 128);
   EXPECT_EQ(e8m0_element_multiplier(128, E8M0Rule::aiter_hip_fp8), 0.5f);
   // 400 = 1.5625 * 2^8: m = 0x480000, + 0x200000 = 0x680000 stays below the carry -> 127, x1.
-  EXPECT_EQ(e8m0_scale(400.0f, E8M0Rule::aiter_hip_fp8, Format::fp8_e4m3fn), 127);
+  EXPECT_EQ(e8m0_scale(400.0f, E8M0Rule::aiter_hip_fp8, FormatId::fp8_e4m3fn), 127);
   EXPECT_EQ(e8m0_element_multiplier(127, E8M0Rule::aiter_hip_fp8), 1.0f);
   // 2^-126 (e = 1): 1 - 8 < 0 -> 0; multiplier bits 254 << 23 = 2^127.
-  EXPECT_EQ(e8m0_scale(0x1p-126f, E8M0Rule::aiter_hip_fp8, Format::fp8_e4m3fn), 0);
+  EXPECT_EQ(e8m0_scale(0x1p-126f, E8M0Rule::aiter_hip_fp8, FormatId::fp8_e4m3fn), 0);
   EXPECT_EQ(e8m0_element_multiplier(0, E8M0Rule::aiter_hip_fp8), 0x1p127f);
   // Code 254: bits 0 -> multiplier 0 (not 2^-127 as for the other rules).
   EXPECT_EQ(e8m0_element_multiplier(254, E8M0Rule::aiter_hip_fp8), 0.0f);
@@ -147,46 +147,46 @@ TEST(E8M0Rules, AiterHipFp8) {
 }
 
 TEST(E8M0Rules, AiterHipFp6) {
-  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_hip_fp6, Format::fp6_e2m3fn), 127);
+  EXPECT_EQ(e8m0_scale(0.0f, E8M0Rule::aiter_hip_fp6, FormatId::fp6_e2m3fn), 127);
   // 7.5 = 1.875 * 2^2: e = 129 -> 127, X = 1.
-  EXPECT_EQ(e8m0_scale(7.5f, E8M0Rule::aiter_hip_fp6, Format::fp6_e2m3fn), 127);
+  EXPECT_EQ(e8m0_scale(7.5f, E8M0Rule::aiter_hip_fp6, FormatId::fp6_e2m3fn), 127);
   // No clamp: a subnormal amax (e = 0) gives -2 -> 254; e = 1 gives -1 -> 255 (NaN scale).
-  EXPECT_EQ(e8m0_scale(1e-40f, E8M0Rule::aiter_hip_fp6, Format::fp6_e2m3fn), 254);
-  EXPECT_EQ(e8m0_scale(0x1p-126f, E8M0Rule::aiter_hip_fp6, Format::fp6_e2m3fn), 255);
+  EXPECT_EQ(e8m0_scale(1e-40f, E8M0Rule::aiter_hip_fp6, FormatId::fp6_e2m3fn), 254);
+  EXPECT_EQ(e8m0_scale(0x1p-126f, E8M0Rule::aiter_hip_fp6, FormatId::fp6_e2m3fn), 255);
 }
 
 TEST(MxElements, Fp4TiesPerRoundingMode) {
   // With X = 1: 5 lies between 4 (code 6) and 6 (code 7); 2.5 between 2 (4) and 3 (5);
   // 1.75 between 1.5 (3) and 2 (4); -0.3 rounds to -0.5 (0x9).
-  EXPECT_EQ(mx_element_code(5.0f, Format::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x6);
-  EXPECT_EQ(mx_element_code(5.0f, Format::fp4_e2m1fn, Rounding::away, Overflow::sat_cuda), 0x7);
-  EXPECT_EQ(mx_element_code(5.0f, Format::fp4_e2m1fn, Rounding::smaller, Overflow::sat_cuda), 0x6);
-  EXPECT_EQ(mx_element_code(2.5f, Format::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x4);
-  EXPECT_EQ(mx_element_code(2.5f, Format::fp4_e2m1fn, Rounding::away, Overflow::sat_cuda), 0x5);
-  EXPECT_EQ(mx_element_code(1.75f, Format::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x4);
-  EXPECT_EQ(mx_element_code(1.75f, Format::fp4_e2m1fn, Rounding::smaller, Overflow::sat_cuda), 0x3);
-  EXPECT_EQ(mx_element_code(-0.3f, Format::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x9);
+  EXPECT_EQ(mx_element_code(5.0f, FormatId::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x6);
+  EXPECT_EQ(mx_element_code(5.0f, FormatId::fp4_e2m1fn, Rounding::away, Overflow::sat_cuda), 0x7);
+  EXPECT_EQ(mx_element_code(5.0f, FormatId::fp4_e2m1fn, Rounding::smaller, Overflow::sat_cuda), 0x6);
+  EXPECT_EQ(mx_element_code(2.5f, FormatId::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x4);
+  EXPECT_EQ(mx_element_code(2.5f, FormatId::fp4_e2m1fn, Rounding::away, Overflow::sat_cuda), 0x5);
+  EXPECT_EQ(mx_element_code(1.75f, FormatId::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x4);
+  EXPECT_EQ(mx_element_code(1.75f, FormatId::fp4_e2m1fn, Rounding::smaller, Overflow::sat_cuda), 0x3);
+  EXPECT_EQ(mx_element_code(-0.3f, FormatId::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x9);
   // Saturation: 7.99 -> 6 (0x7); -100 -> -6 (0xF).
-  EXPECT_EQ(mx_element_code(7.99f, Format::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x7);
-  EXPECT_EQ(mx_element_code(-100.0f, Format::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0xF);
+  EXPECT_EQ(mx_element_code(7.99f, FormatId::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0x7);
+  EXPECT_EQ(mx_element_code(-100.0f, FormatId::fp4_e2m1fn, Rounding::rne, Overflow::sat_cuda), 0xF);
   // e2m3: 7.5 = 1.875 * 2^2 -> exponent field 3, mantissa 7 -> 0x1F.
-  EXPECT_EQ(mx_element_code(7.5f, Format::fp6_e2m3fn, Rounding::rne, Overflow::sat_cuda), 0x1F);
+  EXPECT_EQ(mx_element_code(7.5f, FormatId::fp6_e2m3fn, Rounding::rne, Overflow::sat_cuda), 0x1F);
   // e4m3: 224 = 1.75 * 2^7 -> 0 1110 110 = 0x76; 400 = 1.5625 * 2^8 ties to 1.5 -> 0 1111 100 = 0x7C.
-  EXPECT_EQ(mx_element_code(224.0f, Format::fp8_e4m3fn, Rounding::rne, Overflow::sat_cuda), 0x76);
-  EXPECT_EQ(mx_element_code(400.0f, Format::fp8_e4m3fn, Rounding::rne, Overflow::sat_cuda), 0x7C);
+  EXPECT_EQ(mx_element_code(224.0f, FormatId::fp8_e4m3fn, Rounding::rne, Overflow::sat_cuda), 0x76);
+  EXPECT_EQ(mx_element_code(400.0f, FormatId::fp8_e4m3fn, Rounding::rne, Overflow::sat_cuda), 0x7C);
 }
 
 TEST(MxElements, Int8) {
   // MXINT8 element k means k / 64. 1.5 -> 96; -0.7 -> -44.8 -> -45 = 0xD3; 1.99 -> 127.36 -> 127;
   // -1.995 -> -127.68 -> -128 -> clamped to -127 = 0x81.
-  EXPECT_EQ(mx_element_code(1.5f, Format::int8, Rounding::rne, Overflow::sat_cuda), 96);
-  EXPECT_EQ(mx_element_code(-0.7f, Format::int8, Rounding::rne, Overflow::sat_cuda), 0xD3);
-  EXPECT_EQ(mx_element_code(1.99f, Format::int8, Rounding::rne, Overflow::sat_cuda), 127);
-  EXPECT_EQ(mx_element_code(-1.995f, Format::int8, Rounding::rne, Overflow::sat_cuda), 0x81);
-  EXPECT_EQ(mx_element_value(0x81, Format::int8), -127.0f / 64.0f);
+  EXPECT_EQ(mx_element_code(1.5f, FormatId::int8, Rounding::rne, Overflow::sat_cuda), 96);
+  EXPECT_EQ(mx_element_code(-0.7f, FormatId::int8, Rounding::rne, Overflow::sat_cuda), 0xD3);
+  EXPECT_EQ(mx_element_code(1.99f, FormatId::int8, Rounding::rne, Overflow::sat_cuda), 127);
+  EXPECT_EQ(mx_element_code(-1.995f, FormatId::int8, Rounding::rne, Overflow::sat_cuda), 0x81);
+  EXPECT_EQ(mx_element_value(0x81, FormatId::int8), -127.0f / 64.0f);
   // 2.5 / 64 * 64 = 2.5: rne -> 2, away -> 3.
-  EXPECT_EQ(mx_element_code(2.5f / 64.0f, Format::int8, Rounding::rne, Overflow::sat_cuda), 2);
-  EXPECT_EQ(mx_element_code(2.5f / 64.0f, Format::int8, Rounding::away, Overflow::sat_cuda), 3);
+  EXPECT_EQ(mx_element_code(2.5f / 64.0f, FormatId::int8, Rounding::rne, Overflow::sat_cuda), 2);
+  EXPECT_EQ(mx_element_code(2.5f / 64.0f, FormatId::int8, Rounding::away, Overflow::sat_cuda), 3);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -284,7 +284,7 @@ TEST(PQuant, OffsetsAndCodes) {
   // The offset is the float 8.807f (8.80700016...), not the decimal 8.807: within half a float ulp.
   EXPECT_NEAR(dequantize_p(0x7E, PScale::offset_8807), 448.0 / std::exp2(static_cast<double>(8.807f)), 0x1p-24);
   // FNUZ P: 240 is the maximum (0x7F).
-  EXPECT_EQ(quantize_p(300.0f, Format::fp8_e4m3fnuz), 0x7F);
+  EXPECT_EQ(quantize_p(300.0f, FormatId::fp8_e4m3fnuz), 0x7F);
 }
 
 }  // namespace

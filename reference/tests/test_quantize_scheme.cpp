@@ -12,18 +12,18 @@ namespace {
 
 std::string error_of(const std::string& text) {
   try {
-    (void)parse_scheme(text);
+    require_quantizer(parse_scheme(text));
   } catch (const Error& e) {
     return e.what();
   }
   return "(no error)";
 }
 
-QuantScheme random_scheme(std::mt19937& rng) {
+Scheme random_scheme(std::mt19937& rng) {
   auto pick = [&](int n) { return static_cast<int>(std::uniform_int_distribution<int>(0, n - 1)(rng)); };
   static const char* heads[] = {"bf16", "fp16", "int8", "fp8_e4m3fn", "fp8_e5m2", "fp8_e4m3fnuz", "fp8_e5m2fnuz",
                                 "mxfp8_e4m3fn", "mxfp8_e5m2", "mxfp6_e2m3fn", "mxfp6_e3m2fn", "mxfp4_e2m1fn", "mxint8"};
-  QuantScheme s = default_scheme(heads[pick(13)]);
+  Scheme s = default_scheme(heads[pick(13)]);
   if (s.family == Family::cast) {
     s.elem_round = static_cast<Rounding>(pick(3));
     s.overflow = static_cast<Overflow>(pick(3));
@@ -63,9 +63,9 @@ QuantScheme random_scheme(std::mt19937& rng) {
 TEST(SchemeString, RoundTripsOverRandomSchemes) {
   std::mt19937 rng(2024);
   for (int i = 0; i < 20000; ++i) {
-    const QuantScheme s = random_scheme(rng);
+    const Scheme s = random_scheme(rng);
     const std::string text = to_string(s);
-    QuantScheme back;
+    Scheme back;
     ASSERT_NO_THROW(back = parse_scheme(text)) << text;
     ASSERT_EQ(back, s) << text;
     ASSERT_EQ(to_string(back), text);
@@ -82,7 +82,7 @@ TEST(SchemeString, CanonicalFormPrintsOnlyNonDefaults) {
   EXPECT_EQ(to_string(parse_scheme("int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=fp32")),
             "int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=fp32");
   EXPECT_EQ(to_string(parse_scheme("bf16")), "bf16");
-  const QuantScheme v = parse_scheme("fp8_e4m3fn:per_channel");
+  const Scheme v = parse_scheme("fp8_e4m3fn:per_channel");
   EXPECT_EQ(v.apply, ApplyOp::mul);
   EXPECT_EQ(v.scale_max, 448.0f);
   EXPECT_EQ(v.overflow, Overflow::sat_cuda);
@@ -154,7 +154,7 @@ TEST(SchemeString, RandomTextEitherFailsCleanlyOrRoundTrips) {
     const int n = static_cast<int>(rng() % 5);
     for (int j = 0; j < n; ++j) text += ":" + parts[rng() % parts.size()];
     try {
-      const QuantScheme s = parse_scheme(text);
+      const Scheme s = parse_scheme(text);
       ASSERT_EQ(parse_scheme(to_string(s)), s) << text;
       ++ok;
     } catch (const Error&) {
@@ -178,7 +178,7 @@ TEST(SchemeString, DocumentedExamplesParseCanonically) {
 }
 
 TEST(SchemeString, HandBuiltSchemesAreValidated) {
-  QuantScheme s = default_scheme("int8");
+  Scheme s = default_scheme("int8");
   s.apply = ApplyOp::mul;
   s.scale = ScaleRule::none;
   EXPECT_THROW(validate_scheme(s), Error);
@@ -186,7 +186,7 @@ TEST(SchemeString, HandBuiltSchemesAreValidated) {
   s.block = 0;
   EXPECT_THROW(validate_scheme(s), Error);
   s = default_scheme("int8");
-  s.element = Format::fp8_e4m3fn;
+  s.element = FormatId::fp8_e4m3fn;
   EXPECT_THROW(validate_scheme(s), Error);
 }
 

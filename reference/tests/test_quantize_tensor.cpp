@@ -41,7 +41,7 @@ Tensor ramp(std::int64_t T) {
 TEST(SageGroups, PerThreadQSm89) {
   // 40 tokens: warp 0 = tokens 0..31, warp 1 = 32..39. Q groups by t % 8: warp 0 group g holds
   // tokens g, g+8, g+16, g+24 -> amax g + 25; warp 1 group g holds token 32 + g -> amax 33 + g.
-  const QuantScheme s = parse_scheme("int8:per_thread=sm89");
+  const Scheme s = parse_scheme("int8:per_thread=sm89");
   const Quantized q = quantize(ramp(40), s);
   ASSERT_EQ(q.scales.shape(), (Shape{2, 8}));
   for (int g = 0; g < 8; ++g) {
@@ -56,7 +56,7 @@ TEST(SageGroups, PerThreadKSm89) {
   // 70 tokens: warps of 64 -> warp 0 = 0..63, warp 1 = 64..69. K group g holds rows with
   // t % 8 in {2g, 2g+1}: warp 0 group 1 -> max token 59 -> amax 60; warp 1: group 0 = {64, 65}
   // -> 66, group 1 = {66, 67} -> 68, group 2 = {68, 69} -> 70, group 3 empty -> amax 0.
-  const QuantScheme s = parse_scheme("int8:per_thread=sm89:role=k:scale=eps");
+  const Scheme s = parse_scheme("int8:per_thread=sm89:role=k:scale=eps");
   const Quantized q = quantize(ramp(70), s);
   ASSERT_EQ(q.scales.shape(), (Shape{2, 4}));
   const float* sc = q.scales.data<float>();
@@ -135,7 +135,7 @@ TEST(Int8Tensor, PrescaleBeforeAmax) {
   const Tensor x = make({1, 2}, {3.0f, -1.0f});
   QuantInputs in;
   in.sm_scale = 0.125;
-  const QuantScheme s = parse_scheme("int8:per_tensor:prescale=sm_log2e");
+  const Scheme s = parse_scheme("int8:per_tensor:prescale=sm_log2e");
   const Quantized q = quantize(x, s, in);
   EXPECT_EQ(q.scales.data<float>()[0], (3.0f * f) / 127.0f);
   EXPECT_EQ(q.codes.data<std::int8_t>()[0], 127);
@@ -148,7 +148,7 @@ TEST(VFp8, PerChannelHandExample) {
   // scale 3.5/448 = 2^-7. Values 128 -> 0x70, -256 -> 0xF8, 448 -> 0x7E, 12.8 -> 13 = 1.625 * 2^3
   // -> 0 1010 101 = 0x55. Channel 2 is [4, 4, 4, 4] -> 448 -> 0x7E, scale 4/448.
   const Tensor x = make({4, 2}, {1.0f, 4.0f, -2.0f, 4.0f, 3.5f, 4.0f, 0.1f, 4.0f});
-  const QuantScheme s = parse_scheme("fp8_e4m3fn:per_channel");
+  const Scheme s = parse_scheme("fp8_e4m3fn:per_channel");
   const Quantized q = quantize(x, s);
   ASSERT_EQ(q.scales.shape(), (Shape{1, 2}));
   EXPECT_EQ(q.scales.data<float>()[0], 0x1p-7f);
@@ -178,7 +178,7 @@ TEST(VFp8, FnuzAndSmallScaleMax) {
 TEST(VFp8, ZeroChannelGivesNaN) {
   // amax 0: inverse 448/0 = Inf, 0 * Inf = NaN -> satfinite NaN code 0x7F; stored scale 0/448 = 0;
   // dequantized NaN * 0 = NaN. This is what the Sage V quantizer does with an all-zero channel.
-  const QuantScheme s = parse_scheme("fp8_e4m3fn:per_channel");
+  const Scheme s = parse_scheme("fp8_e4m3fn:per_channel");
   const Quantized q = quantize(make({2, 2}, {0.0f, 1.0f, 0.0f, 2.0f}), s);
   EXPECT_EQ(q.scales.data<float>()[0], 0.0f);
   EXPECT_EQ(q.codes.data<std::uint8_t>()[0], 0x7F);
@@ -198,7 +198,7 @@ TEST(MxTensor, Fp4BlockHandExample) {
   std::vector<float> v(32, 0.0f);
   v[0] = 5.0f, v[1] = -0.3f, v[2] = 1.75f, v[3] = 2.5f;
   const Tensor x = make({1, 32}, v);
-  const QuantScheme fl = parse_scheme("mxfp4_e2m1fn");
+  const Scheme fl = parse_scheme("mxfp4_e2m1fn");
   const Quantized a = quantize(x, fl);
   ASSERT_EQ(a.scales.shape(), (Shape{1, 1}));
   EXPECT_EQ(a.scales.data<std::uint8_t>()[0], 127);
@@ -219,7 +219,7 @@ TEST(MxTensor, BlocksAndNaN) {
   // 2 tokens x 40 channels, block 32: blocks [0, 32) and [32, 40) per token -> scales [2, 2].
   Tensor x = random_tensor({2, 40}, 3);
   x.data<float>()[35] = std::numeric_limits<float>::quiet_NaN();
-  const QuantScheme s = parse_scheme("mxfp8_e4m3fn");
+  const Scheme s = parse_scheme("mxfp8_e4m3fn");
   const Quantized q = quantize(x, s);
   ASSERT_EQ(q.scales.shape(), (Shape{2, 2}));
   EXPECT_EQ(q.scales.data<std::uint8_t>()[1], 0xFF);  // token 0, block 1 holds the NaN
@@ -242,7 +242,7 @@ TEST(MxTensor, AiterHipFp8MultiplierPath) {
 
 // Half the gap between the representable neighbours of |v| in a format (the largest rounding
 // error of a value inside the range), or |v| - max when |v| is beyond the largest finite value.
-double half_gap(Format f, double v) {
+double half_gap(FormatId f, double v) {
   static std::vector<std::vector<double>> cache(16);
   auto& vals = cache[static_cast<std::size_t>(f)];
   if (vals.empty()) {
@@ -273,7 +273,7 @@ TEST(DequantError, WithinHalfAStepOfTheScale) {
       "mxint8", "mxfp4_e2m1fn:scale=aiter_triton_rne", "mxfp4_e2m1fn:scale=aiter_hip_fp4",
       "int8:per_block=32:smooth=bf16:round=half", "bf16", "fp16"};
   for (const char* text : schemes) {
-    const QuantScheme s = parse_scheme(text);
+    const Scheme s = parse_scheme(text);
     const Tensor xp = prepare(x, s);
     const Quantized q = quantize(x, s);
     const Tensor d = dequantize(q, s);
@@ -301,7 +301,7 @@ TEST(DequantError, WithinHalfAStepOfTheScale) {
       }
       double bound;
       if (s.family == Family::int8) bound = 0.5 * scale;
-      else if (s.family == Family::mx && s.element == Format::int8)
+      else if (s.family == Family::mx && s.element == FormatId::int8)
         bound = (0.5 / 64 + std::max(0.0, std::fabs(ref / scale) - 127.0 / 64)) * scale;
       else bound = half_gap(s.element, ref / scale) * scale;
       bound += 0x1p-20 * std::fabs(ref) + 0x1p-20 * scale;
@@ -321,8 +321,8 @@ TEST(Smoothing, MeanAndLogitShift) {
   // bf16: the computed mean is a bf16 value and so is every difference.
   Tensor kmb;
   const Tensor kb = prepare(k3, parse_scheme("int8:per_tensor:smooth=bf16"), {}, &kmb);
-  EXPECT_EQ(kmb.data<float>()[0], round_to(Format::bf16, static_cast<float>(8.0 / 3.0)));
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(kb.data<float>()[i], round_to(Format::bf16, kb.data<float>()[i]));
+  EXPECT_EQ(kmb.data<float>()[0], round_to(FormatId::bf16, static_cast<float>(8.0 / 3.0)));
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(kb.data<float>()[i], round_to(FormatId::bf16, kb.data<float>()[i]));
 
   // q.(k_j - km) = q.k_j - q.km for every key j: the logits of a row shift by one constant,
   // which softmax ignores. Checked in double; the only rounding is k_j - km (FP32: half an ulp
@@ -330,10 +330,10 @@ TEST(Smoothing, MeanAndLogitShift) {
   const std::int64_t T = 50, C = 64;
   const Tensor k = random_tensor({T, C}, 9, 2.0f);
   Tensor kb16(DType::f32, {T, C});  // bf16-valued K, as the Triton path assumes
-  for (std::int64_t i = 0; i < T * C; ++i) kb16.data<float>()[i] = round_to(Format::bf16, k.data<float>()[i] + 0.75f);
+  for (std::int64_t i = 0; i < T * C; ++i) kb16.data<float>()[i] = round_to(FormatId::bf16, k.data<float>()[i] + 0.75f);
   const Tensor q = random_tensor({C}, 10);
   for (const char* text : {"int8:per_block=64:smooth=fp32", "int8:per_block=64:smooth=bf16"}) {
-    const QuantScheme s = parse_scheme(text);
+    const Scheme s = parse_scheme(text);
     Tensor mean;
     const Tensor ks = prepare(kb16, s, {}, &mean);
     const double ulp_bits = s.smooth == Smoothing::bf16 ? 8 : 24;
@@ -368,7 +368,7 @@ TEST(Layout, StridedBshdEqualsContiguousBhsd) {
   const Tensor view = bshd.permute({0, 2, 1, 3});
   const Tensor copy = view.contiguous();
   for (const char* text : {"int8:per_thread=sm89:role=k:smooth=fp32", "mxfp4_e2m1fn", "fp8_e4m3fn:per_channel"}) {
-    const QuantScheme s = parse_scheme(text);
+    const Scheme s = parse_scheme(text);
     const Quantized a = quantize(view, s), b = quantize(copy, s);
     ASSERT_EQ(a.codes.shape(), (Shape{2, 3, 33, 32}));
     for (std::size_t i = 0; i < a.codes.storage().size(); ++i) ASSERT_EQ(a.codes.storage()[i], b.codes.storage()[i]) << text;
@@ -377,7 +377,7 @@ TEST(Layout, StridedBshdEqualsContiguousBhsd) {
 }
 
 TEST(Errors, BadInputs) {
-  const QuantScheme s = parse_scheme("int8:per_tensor");
+  const Scheme s = parse_scheme("int8:per_tensor");
   EXPECT_THROW((void)quantize(Tensor(DType::f64, {2, 2}), s), Error);
   EXPECT_THROW((void)quantize(Tensor(DType::f32, {4}), s), Error);
   EXPECT_THROW((void)quantize(Tensor(DType::f32, {2, 64}), parse_scheme("mxfp4_e2m1fn:rotate=h128")), Error);

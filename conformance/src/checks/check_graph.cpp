@@ -46,7 +46,7 @@ class GraphReplay final : public GraphCheck {
     gpu::Stream s;
     const DeviceResult eager = run_eager(call, s);
     gpu::Graph g = gpu::Graph::capture(s, [&](void* st) { call.enqueue(st); });
-    nlohmann::json fig{{"replays", kReplays}, {"graph_nodes", g.nodes()}, {"q_scheme", call.q_scheme().text}};
+    nlohmann::json fig{{"replays", kReplays}, {"graph_nodes", g.nodes()}, {"q_scheme", to_string(call.q_scheme())}};
     for (int i = 0; i < kReplays; ++i) {
       if (auto d = device_diff(poisoned_replay(call, g, s), eager, fmt::format("replay {}", i + 1)); !d.empty())
         return failed(d, fig);

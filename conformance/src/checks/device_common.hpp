@@ -96,11 +96,12 @@ class DeviceCall {
     const std::int64_t tk = rg ? p_.cu_seqlens_kv.back() : p_.seqlen_kv;
     // The quantizer node: the recipe's Q scheme when the device quantizers implement it for
     // this shape, else a bf16 cast (f32 recipes such as gpu.ref64's have no Q quantizer).
-    qs_ = gpu::parse_device_scheme("bf16");
+    qs_ = parse_scheme("bf16");
     try {
-      auto s = gpu::parse_device_scheme(r_.q);
-      const bool h128 = s.s.rotate == gpu::qm::Rotate::h128 || s.s.rotate == gpu::qm::Rotate::h128_bf16;
-      if (!(h128 && p_.head_dim != 128) && !(s.s.rotate == gpu::qm::Rotate::h32_bf16 && p_.head_dim % 32 != 0)) qs_ = s;
+      const Scheme& s = r_.q;
+      gpu::require_device_quantizer(s);
+      const bool h128 = s.rotate == Scheme::Rotation::h128 || s.rotate == Scheme::Rotation::h128_bf16;
+      if (!(h128 && p_.head_dim != 128) && !(s.rotate == Scheme::Rotation::h32_bf16 && p_.head_dim % 32 != 0)) qs_ = s;
     } catch (const Error&) {
     }
     qa_.lead0 = bq, qa_.lead1 = p_.heads_q, qa_.T = tq_, qa_.C = p_.head_dim;
@@ -138,7 +139,7 @@ class DeviceCall {
     upload(inputs);
   }
 
-  [[nodiscard]] const gpu::DeviceScheme& q_scheme() const { return qs_; }
+  [[nodiscard]] const Scheme& q_scheme() const { return qs_; }
 
   // Host-to-device copies may return before their DMA lands, and the checks' streams are
   // non-blocking (not ordered after the legacy stream): every setup ends with a device-wide
@@ -243,7 +244,7 @@ class DeviceCall {
   const kernels::DeviceEntry* entry_;
   std::size_t guard_;
   std::int64_t tq_ = 0;
-  gpu::DeviceScheme qs_;
+  Scheme qs_;
   gpu::QuantizeArgs qa_;
   Buf q_, k_, v_, out_, lse_, codes_, scales_, qws_, ws_, cu_;
 };

@@ -76,7 +76,7 @@ int run(int argc, char** argv) {
               static_cast<double>(in_bytes) / (1024.0 * 1024 * 1024), copy_ms, copy_gbs);
   bool first = true;
   for (const auto& text_s : schemes) {
-    const auto ds = attest::gpu::parse_device_scheme(text_s);
+    const attest::Scheme ds = attest::parse_scheme(text_s);
     const std::int64_t slabs = B * H;
     DeviceBuffer codes(attest::gpu::quantize_codes_bytes(ds, n)), scales(attest::gpu::quantize_scales_bytes(ds, slabs, S, D)),
         mean(static_cast<std::size_t>(slabs * D) * 4), ws(attest::gpu::quantize_workspace_bytes(ds, slabs, S, D));
@@ -87,7 +87,7 @@ int run(int argc, char** argv) {
     a.sm_scale = p.scale();
     a.codes = codes.data();
     a.scales = scales.data();
-    a.mean_out = ds.s.smooth != attest::gpu::qm::Smooth::none ? mean.as<float>() : nullptr;
+    a.mean_out = ds.smooth != attest::Scheme::Smoothing::none ? mean.as<float>() : nullptr;
     a.workspace = ws.data();
     const double ms = median_ms(iters, [&] { attest::gpu::quantize_device(ds, a); });
     const double bytes = static_cast<double>(in_bytes + codes.bytes() + scales.bytes());

@@ -91,33 +91,31 @@ TEST(EmuMath, Log2AndLseEqualTheEmulator) {
 TEST(EmuMath, RoundingEqualsTheCpuKernels) {
   // The device port of round_to against kernels/cpu's (the formats of P, O and MX elements).
   namespace cpu = attest::kernels::cpu;
-  const cpu::FloatFmt fmts[] = {cpu::kBf16, cpu::kFp16, cpu::kE4m3, cpu::kE5m2, cpu::kE4m3fnuz, cpu::kE2m1, cpu::kE2m3, cpu::kE3m2};
-  const cpu::Tie ties[] = {cpu::Tie::even, cpu::Tie::away, cpu::Tie::smaller};
-  const cpu::Sat sats[] = {cpu::Sat::ieee, cpu::Sat::satfinite, cpu::Sat::sat_hip};
-  for (const cpu::FloatFmt& f : fmts) {
-    emu::EmuFmt e;
-    e.man = f.man, e.emin = f.emin, e.max = f.max, e.has_inf = f.has_inf, e.has_nan = f.has_nan, e.fnuz = f.fnuz;
+  const FormatId fmts[] = {FormatId::bf16, FormatId::fp16, FormatId::fp8_e4m3fn, FormatId::fp8_e5m2, FormatId::fp8_e4m3fnuz,
+                           FormatId::fp4_e2m1fn, FormatId::fp6_e2m3fn, FormatId::fp6_e3m2fn};
+  const Scheme::Rounding ties[] = {Scheme::Rounding::rne, Scheme::Rounding::away, Scheme::Rounding::smaller};
+  const Scheme::Overflow sats[] = {Scheme::Overflow::ieee, Scheme::Overflow::sat_cuda, Scheme::Overflow::sat_hip};
+  for (const FormatId id : fmts) {
+    const FormatSpec& f = format_spec(id);
     for (int ti = 0; ti < 3; ++ti)
       for (int si = 0; si < 3; ++si)
         for (std::uint64_t u = 0; u < 0x100000000u; u += 104729) {
           const float x = ffrom(static_cast<std::uint32_t>(u));
           const float want = cpu::round_to(f, x, ties[ti], sats[si]);
-          const float got = emu::round_to(e, x, ti, si);
+          const float got = emu::round_to(f, x, ties[ti], sats[si]);
           if (std::isnan(want) && std::isnan(got)) continue;
-          ASSERT_EQ(fbits(got), fbits(want)) << x << " man " << f.man << " tie " << ti << " sat " << si;
+          ASSERT_EQ(fbits(got), fbits(want)) << x << " " << f.name << " tie " << ti << " sat " << si;
         }
   }
 }
 
 TEST(EmuMath, E8m0ScalesEqualTheCpuKernels) {
   namespace cpu = attest::kernels::cpu;
-  const std::pair<const char*, int> rules[] = {{"mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller", emu::kE8m0AiterHipFp4},
-                                               {"mxfp4_e2m1fn", emu::kE8m0Floor},
-                                               {"mxfp4_e2m1fn:scale=ceil", emu::kE8m0Ceil}};
-  for (const auto& [text, rule] : rules) {
-    const cpu::Scheme s = cpu::parse_scheme(text);
-    ASSERT_EQ(s.e8m0, rule == emu::kE8m0AiterHipFp4 ? "aiter_hip_fp4" : rule == emu::kE8m0Floor ? "floor" : "ceil") << text;
-    const int emax = std::ilogb(s.elem.max);
+  const char* rules[] = {"mxfp4_e2m1fn:scale=aiter_hip_fp4:round=smaller", "mxfp4_e2m1fn", "mxfp4_e2m1fn:scale=ceil"};
+  for (const char* text : rules) {
+    const Scheme s = parse_scheme(text);
+    const Scheme::E8M0Rule rule = s.e8m0;
+    const int emax = std::ilogb(format_spec(s.element).max_finite);
     for (std::uint64_t u = 0; u < 0x80000000u; u += 7919) {
       const float a = ffrom(static_cast<std::uint32_t>(u));
       const std::uint32_t code = emu::e8m0_code(a, rule, emax);

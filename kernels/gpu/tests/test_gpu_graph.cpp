@@ -16,7 +16,7 @@ namespace attest::gpu {
 namespace {
 
 struct QuantJob {
-  DeviceScheme s = parse_device_scheme("int8:per_block=64:round=half:smooth=fp32");
+  Scheme s = parse_scheme("int8:per_block=64:round=half:smooth=fp32");
   std::int64_t T = 200, C = 64;
   DeviceBuffer x{static_cast<std::size_t>(T * C) * 4}, codes{static_cast<std::size_t>(T * C)},
       scales{quantize_scales_bytes(s, 1, T, C)}, ws{quantize_workspace_bytes(s, 1, T, C)};

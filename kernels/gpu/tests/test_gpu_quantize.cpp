@@ -57,7 +57,7 @@ struct DeviceResult {
 };
 
 DeviceResult run_device(const std::string& scheme, const Tensor& x_bshd, double sm_scale) {
-  const DeviceScheme ds = parse_device_scheme(scheme);
+  const Scheme ds = parse_scheme(scheme);
   const std::int64_t B = x_bshd.dim(0), S = x_bshd.dim(1), H = x_bshd.dim(2), D = x_bshd.dim(3);
   DeviceBuffer x(x_bshd.storage().size());
   x.upload(x_bshd.storage().data(), x.bytes());
@@ -74,7 +74,7 @@ DeviceResult run_device(const std::string& scheme, const Tensor& x_bshd, double 
   scales.fill_bytes(0xA5);
   a.codes = codes.data();
   a.scales = scales.data();
-  a.mean_out = ds.s.smooth != qm::Smooth::none ? mean.as<float>() : nullptr;
+  a.mean_out = ds.smooth != Scheme::Smoothing::none ? mean.as<float>() : nullptr;
   a.workspace = ws.data();
   quantize_device(ds, a);
   synchronize();
@@ -101,7 +101,7 @@ bool same_f32(std::uint32_t a, std::uint32_t b) {
 
 void expect_equal(const std::string& scheme, const Tensor& x_bshd, double sm_scale) {
   SCOPED_TRACE(scheme);
-  const ref::QuantScheme rs = ref::parse_scheme(scheme);
+  const attest::Scheme rs = attest::parse_scheme(scheme);
   ref::QuantInputs in;
   in.sm_scale = sm_scale;
   const ref::Quantized want = ref::quantize(x_bshd.permute({0, 2, 1, 3}), rs, in);
@@ -173,13 +173,13 @@ TEST(DeviceQuantizeShapes, SmallAndOddShapes) {
 }
 
 TEST(DeviceQuantizeScheme, RefusesWhatTheGrammarRefuses) {
-  EXPECT_THROW(parse_device_scheme("int8"), Error);                      // no granularity
-  EXPECT_THROW(parse_device_scheme("int8:per_token:per_block=3"), Error);  // two granularities
-  EXPECT_THROW(parse_device_scheme("fp4"), Error);                       // unknown head
-  EXPECT_THROW(parse_device_scheme("int8:per_token:scale=eps:apply=mul"), Error);
-  EXPECT_THROW(parse_device_scheme("bf16:smooth=fp32"), Error);          // key not for casts
-  EXPECT_THROW(parse_device_scheme("mxfp8_e4m3fn:round=rne:round=away"), Error);
-  EXPECT_NO_THROW(parse_device_scheme("mxfp6_e2m3fn:scale=aiter_hip_fp6:prescale=sm_log2e:rotate=h128_bf16"));
+  EXPECT_THROW(parse_scheme("int8"), Error);                      // no granularity
+  EXPECT_THROW(parse_scheme("int8:per_token:per_block=3"), Error);  // two granularities
+  EXPECT_THROW(parse_scheme("fp4"), Error);                       // unknown head
+  EXPECT_THROW(parse_scheme("int8:per_token:scale=eps:apply=mul"), Error);
+  EXPECT_THROW(parse_scheme("bf16:smooth=fp32"), Error);          // key not for casts
+  EXPECT_THROW(parse_scheme("mxfp8_e4m3fn:round=rne:round=away"), Error);
+  EXPECT_NO_THROW(parse_scheme("mxfp6_e2m3fn:scale=aiter_hip_fp6:prescale=sm_log2e:rotate=h128_bf16"));
 }
 
 }  // namespace

@@ -61,14 +61,14 @@ struct Model {
 Model model(const Scheme& s, const std::vector<float>& x, std::int64_t n, std::int64_t T, std::int64_t C, double sm_scale) {
   std::vector<float> w = x;
   Model m;
-  if (s.smooth != Smooth::none) {
+  if (s.smooth != Smoothing::none) {
     m.mean.resize(static_cast<std::size_t>(n * C));
     for (std::int64_t i = 0; i < n; ++i)
       for (std::int64_t c = 0; c < C; ++c) {
         double acc = 0.0;
         for (std::int64_t t = 0; t < T; ++t) acc += static_cast<double>(x[static_cast<std::size_t>((i * T + t) * C + c)]);
         float km = T > 0 ? static_cast<float>(acc / static_cast<double>(T)) : 0.0f;
-        if (s.smooth == Smooth::bf16) km = round_bf16(km);
+        if (s.smooth == Smoothing::bf16) km = round_bf16(km);
         m.mean[static_cast<std::size_t>(i * C + c)] = km;
       }
     for (std::int64_t i = 0; i < n; ++i)
@@ -78,7 +78,7 @@ Model model(const Scheme& s, const std::vector<float>& x, std::int64_t n, std::i
           v = smooth_value(v, m.mean[static_cast<std::size_t>(i * C + c)], s.smooth);
         }
   }
-  const float factor = s.prescale ? static_cast<float>(sm_scale * 1.44269504) : 1.0f;
+  const float factor = s.prescale == Prescale::sm_log2e ? static_cast<float>(sm_scale * 1.44269504) : 1.0f;
   for (std::int64_t r = 0; r < n * T; ++r) rotate_prescale_row(&w[static_cast<std::size_t>(r * C)], C, s, factor);
   const Grid g = grid_of(s, T, C);
   const std::int64_t groups = g.global ? 1 : n * g.GT * g.GC;
@@ -94,7 +94,7 @@ Model model(const Scheme& s, const std::vector<float>& x, std::int64_t n, std::i
   for (std::int64_t k = 0; k < groups; ++k) {
     gs[static_cast<std::size_t>(k)] = group_scale(ffrom(amax[static_cast<std::size_t>(k)]), s);
     const std::uint32_t st = gs[static_cast<std::size_t>(k)].stored;
-    if (s.fam == Fam::mx) m.scales.push_back(static_cast<std::uint8_t>(st));
+    if (s.family == Family::mx) m.scales.push_back(static_cast<std::uint8_t>(st));
     else for (int b = 0; b < 4; ++b) m.scales.push_back(static_cast<std::uint8_t>(st >> (8 * b)));
   }
   for (std::int64_t i = 0; i < n; ++i)
@@ -103,7 +103,7 @@ Model model(const Scheme& s, const std::vector<float>& x, std::int64_t n, std::i
         const std::uint32_t code =
             element_code(w[static_cast<std::size_t>((i * T + t) * C + c)], gs[static_cast<std::size_t>(group_index(s, g, i, t, c))], s);
         m.codes.push_back(static_cast<std::uint8_t>(code));
-        if (s.fam == Fam::cast) m.codes.push_back(static_cast<std::uint8_t>(code >> 8));
+        if (s.family == Family::cast) m.codes.push_back(static_cast<std::uint8_t>(code >> 8));
       }
   return m;
 }
@@ -117,8 +117,8 @@ void expect_model_equal(const std::string& text, std::int64_t n, std::int64_t T,
   if (!x.empty()) std::memcpy(xt.data<float>(), x.data(), x.size() * 4);
   ref::QuantInputs in;
   in.sm_scale = sm_scale;
-  const ref::Quantized want = ref::quantize(xt, ref::parse_scheme(text), in);
-  const Model got = model(parse_device_scheme(text).s, x, n, T, C, sm_scale);
+  const ref::Quantized want = ref::quantize(xt, attest::parse_scheme(text), in);
+  const Model got = model(attest::parse_scheme(text), x, n, T, C, sm_scale);
   const auto wc = want.codes.storage();
   ASSERT_EQ(got.codes.size(), wc.size());
   std::size_t bad = 0, first = 0;
@@ -154,10 +154,8 @@ TEST(DeviceQuantizeMath, OddShapes) {
 // Element casts over every float32 exponent and the tie points of each format, every rounding and
 // overflow mode, against the reference codec.
 TEST(DeviceQuantizeMath, EncodeMatchesReferenceCodec) {
-  const std::pair<Fmt, ref::Format> fmts[] = {{Fmt::bf16, ref::Format::bf16}, {Fmt::fp16, ref::Format::fp16},
-      {Fmt::e4m3fn, ref::Format::fp8_e4m3fn}, {Fmt::e5m2, ref::Format::fp8_e5m2}, {Fmt::e4m3fnuz, ref::Format::fp8_e4m3fnuz},
-      {Fmt::e5m2fnuz, ref::Format::fp8_e5m2fnuz}, {Fmt::e2m3, ref::Format::fp6_e2m3fn}, {Fmt::e3m2, ref::Format::fp6_e3m2fn},
-      {Fmt::e2m1, ref::Format::fp4_e2m1fn}, {Fmt::int8, ref::Format::int8}};
+  const FormatId fmts[] = {FormatId::bf16, FormatId::fp16, FormatId::fp8_e4m3fn, FormatId::fp8_e5m2, FormatId::fp8_e4m3fnuz,
+                           FormatId::fp8_e5m2fnuz, FormatId::fp6_e2m3fn, FormatId::fp6_e3m2fn, FormatId::fp4_e2m1fn, FormatId::int8};
   std::mt19937 rng(5);
   std::vector<float> xs;
   for (int e = -150; e <= 128; ++e)
@@ -168,16 +166,16 @@ TEST(DeviceQuantizeMath, EncodeMatchesReferenceCodec) {
   for (int i = 0; i < 20000; ++i) xs.push_back(ffrom(static_cast<std::uint32_t>(rng())));
   xs.push_back(std::numeric_limits<float>::quiet_NaN());
   xs.push_back(-std::numeric_limits<float>::quiet_NaN());
-  for (const auto& [f, rf] : fmts)
-    for (auto [t, rt] : {std::pair{Tie::even, ref::Rounding::rne}, {Tie::away, ref::Rounding::away}, {Tie::smaller, ref::Rounding::smaller}})
-      for (auto [o, ro] : {std::pair{Ovf::ieee, ref::Overflow::ieee}, {Ovf::sat_cuda, ref::Overflow::sat_cuda}, {Ovf::sat_hip, ref::Overflow::sat_hip}}) {
+  for (const FormatId f : fmts)
+    for (const Rounding t : {Rounding::rne, Rounding::away, Rounding::smaller})
+      for (const Overflow o : {Overflow::ieee, Overflow::sat_cuda, Overflow::sat_hip}) {
         std::size_t bad = 0;
         float first = 0;
         for (float x : xs) {
-          const std::uint32_t want = ref::encode(rf, x, rt, ro) & (f == Fmt::bf16 || f == Fmt::fp16 ? 0xFFFFu : 0xFFu);
+          const std::uint32_t want = ref::encode(f, x, t, o) & (f == FormatId::bf16 || f == FormatId::fp16 ? 0xFFFFu : 0xFFu);
           if (encode(f, x, t, o) != want && bad++ == 0) first = x;
         }
-        EXPECT_EQ(bad, 0u) << ref::format_name(rf) << " " << ref::rounding_name(rt) << " " << ref::overflow_name(ro)
+        EXPECT_EQ(bad, 0u) << ref::format_name(f) << " " << attest::name(t) << " " << attest::name(o)
                            << ": first mismatch at " << first;
       }
 }
@@ -189,16 +187,13 @@ namespace attest::gpu {
 namespace {
 
 // The device quantizers keep their own bit-level constants (fmt_info); they must describe the
-// rows of core's format table that device_fmt maps them onto.
+// rows of core's format table they are indexed by.
 TEST(DeviceQuantizeMath, FormatConstantsAreTheFormatTable) {
   int checked = 0;
   for (FormatId id : all_format_ids()) {
-    if (id == FormatId::e8m0fnu || id == FormatId::f32) {
-      EXPECT_THROW((void)device_fmt(id), Error);
-      continue;
-    }
+    if (id == FormatId::e8m0fnu || id == FormatId::f32) continue;  // no device codec
     const FormatSpec& s = format_spec(id);
-    const qm::FmtInfo fi = qm::fmt_info(device_fmt(id));
+    const qm::FmtInfo fi = qm::fmt_info(id);
     SCOPED_TRACE(std::string(s.name));
     EXPECT_EQ(static_cast<double>(qm::ffrom(fi.max_bits)), s.max_finite);
     EXPECT_EQ(fi.sign, 1u << (s.bits - 1));
@@ -216,15 +211,15 @@ TEST(DeviceQuantizeMath, FormatConstantsAreTheFormatTable) {
 
 TEST(DeviceQuantizeMath, TheIdentityIsNotADeviceQuantizer) {
   try {
-    (void)parse_device_scheme("f32");
+    require_device_quantizer(attest::parse_scheme("f32"));
     FAIL();
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "scheme 'f32': f32 is the identity operand of a recipe, not a quantizer");
   }
-  // The shared grammar's strictness now holds on the device side too (the old device parser let
+  // The shared grammar's strictness holds on the device side too (the old device parser let
   // these through).
-  EXPECT_THROW(parse_device_scheme("int8:per_block=64:role=k"), Error);
-  EXPECT_THROW(parse_device_scheme("int8:per_block=64:scale_max=100"), Error);
+  EXPECT_THROW(attest::parse_scheme("int8:per_block=64:role=k"), Error);
+  EXPECT_THROW(attest::parse_scheme("int8:per_block=64:scale_max=100"), Error);
 }
 
 }  // namespace

@@ -1,8 +1,10 @@
 #pragma once
 /// The one table of element formats (FORMATS.md): name, widths, bias, range and special values.
-/// Every engine's own format enum maps onto FormatId (reference Format, kernels/cpu FloatFmt,
-/// kernels/gpu qm::Fmt, the recipe's ElemFormat); the engines keep their own encode/decode
-/// arithmetic, and their tests check their constants against this table. The table itself is
+/// FormatId is the one format enum: the recipe (P, O), the reference codecs, kernels/cpu, the
+/// device quantizers and the device emulator all name formats by it and read their constants
+/// (mantissa bits, emin, max, Inf/NaN/-0) from this table. Each engine keeps its own encode/decode
+/// arithmetic (the independence the bitwise checks test); a new format is one row here plus
+/// its codec in each engine. The table itself is
 /// checked in core/tests against the closed forms and against ml_dtypes' decoding of every code
 /// (reference/oracles/formats).
 ///
@@ -34,6 +36,9 @@ struct FormatSpec {
   bool has_inf, has_nan, has_neg_zero;
   int emax_elem;  ///< MX emax of the element format (e4m3 8, e5m2 15, e2m3 2, e3m2 4, e2m1 2); 0 n/a
   bool fnuz;      ///< "finite, no unsigned zero": no -0, NaN is the code 0x80, bias one above IEEE's
+
+  /// Exponent of the smallest normal binade, 1 - bias (min_normal = 2^emin; float formats only).
+  constexpr int emin() const { return 1 - bias; }
 };
 
 inline constexpr std::array<FormatSpec, 12> kFormatTable{{

@@ -9,20 +9,27 @@
 ///   q=int8:per_block=128:scale=ieee:round=half;k=int8:per_block=64:smooth=fp32;v=fp8_e4m3fn:per_channel;
 ///   p=fp8_e4m3fn;pscale=offset_8807;exp2=fa4;div=rcp_sm90;out=bf16
 /// docs/recipes.md defines every field by the arithmetic the emulator performs.
-/// Quantizer schemes (q, k, v) use the grammar of core/scheme.hpp (docs/quantizer-schemes.md);
-/// the recipe keeps them as the text given (not canonicalised), and every engine parses it with parse_scheme.
+/// Quantizer schemes (q, k, v, p_mx) use the grammar of core/scheme.hpp (docs/quantizer-schemes.md);
+/// the recipe holds them parsed (attest::Scheme, the one scheme type of every engine), so
+/// to_string prints their canonical form and no engine parses them again.
 /// A named recipe (e.g. `sage_int8_fp8_perblock`) is a shorthand for one full string.
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "attest/core/format.hpp"
+#include "attest/core/scheme.hpp"
 
 namespace attest {
 
-/// Element format of P (the softmax probabilities fed to P.V) and of the output O.
-enum class ElemFormat : std::uint8_t { f32, bf16, fp16, fp8_e4m3fn, fp8_e4m3fnuz, fp8_e5m2, fp4_e2m1fn };
+/// Element formats of P (the softmax probabilities fed to P.V) and of the output O: these rows of
+/// the format table (format.hpp), in this order (the order parse errors list them in).
+inline constexpr std::array<FormatId, 7> kRecipeElemFormats{FormatId::f32, FormatId::bf16, FormatId::fp16,
+                                                            FormatId::fp8_e4m3fn, FormatId::fp8_e4m3fnuz,
+                                                            FormatId::fp8_e5m2, FormatId::fp4_e2m1fn};
 /// How P is scaled before its cast: 1 (P in [0,1]), 2^8.807 via the row max offset (Sage; P in
 /// [0, 448]), 2^8 (FA3/FA4 FP8: P in [0, 256]).
 enum class PScale : std::uint8_t { unit, offset_8807, pow2_8 };
@@ -41,9 +48,6 @@ enum class DivisionOp : std::uint8_t { ieee_div, ieee_rcp, rcp_sm90 };
 /// division op. Without a V scale (casts) both are the plain normalisation.
 enum class VScaleAt : std::uint8_t { out, rcp };
 
-std::string_view name(ElemFormat);
-/// The row of the format table (format.hpp) an ElemFormat names.
-FormatId format_id(ElemFormat);
 std::string_view name(PScale);
 std::string_view name(Exp2Policy);
 std::string_view name(RescalePolicy);
@@ -51,10 +55,10 @@ std::string_view name(DivisionOp);
 std::string_view name(VScaleAt);
 
 struct Recipe {
-  std::string q = "bf16";  ///< quantizer scheme of Q (plain casts: "bf16", "fp16", "f32")
-  std::string k = "bf16";  ///< quantizer scheme of K (smoothing lives here)
-  std::string v = "bf16";  ///< quantizer scheme of V
-  ElemFormat p = ElemFormat::bf16;
+  Scheme q = default_scheme("bf16");  ///< quantizer scheme of Q (plain casts: bf16, fp16, f32)
+  Scheme k = default_scheme("bf16");  ///< quantizer scheme of K (smoothing lives here)
+  Scheme v = default_scheme("bf16");  ///< quantizer scheme of V
+  FormatId p = FormatId::bf16;  ///< one of kRecipeElemFormats
   PScale pscale = PScale::unit;
   Exp2Policy exp2 = Exp2Policy::cr;
   RescalePolicy rescale = RescalePolicy::always;
@@ -62,16 +66,16 @@ struct Recipe {
   DivisionOp div = DivisionOp::ieee_div;
   int tile_q = 64;   ///< query rows per tile (Br)
   int tile_kv = 64;  ///< keys per tile (Bc); accumulation over keys runs tile by tile in key order
-  ElemFormat out = ElemFormat::bf16;
+  FormatId out = FormatId::bf16;  ///< one of kRecipeElemFormats
   VScaleAt vscale = VScaleAt::out;
   /// Quantizer scheme of P when P is block scaled (p = fp4_e2m1fn: MX blocks of `block` keys
-  /// along each row, e.g. "mxfp4_e2m1fn:scale=aiter_hip_fp4"); empty for element casts.
-  std::string p_mx;
+  /// along each row, e.g. "mxfp4_e2m1fn:scale=aiter_hip_fp4"); none for element casts.
+  std::optional<Scheme> p_mx;
   /// Precision of the P.V partial sums inside a KV tile: `f32` (every product fma'd into the FP32
   /// accumulator) or `fp16` (an FP16-accumulating MMA, e.g. Triton `tl.dot(p, v, out_dtype=float16)`
   /// in SageAttention 1: 16-key steps summed in FP32, added into an FP16 partial, which joins the
   /// FP32 accumulator at the tile's end). fp16 is a model for the noise budget, not a bitwise claim.
-  ElemFormat pv_acc = ElemFormat::f32;
+  FormatId pv_acc = FormatId::f32;
 
   /// True when a kernel can promise bitwise equality with the emulator (exp2 != hw).
   [[nodiscard]] bool bitwise_capable() const { return exp2 != Exp2Policy::hw; }

@@ -26,25 +26,8 @@
 
 namespace attest::ref {
 
-/// Element formats: the rows of core's format table (attest/core/format.hpp) that have codecs
-/// here, with FormatId's values, so that to_format_id is a cast. Names (format_name) are exactly
-/// the enumerator spellings.
-enum class Format : std::uint8_t {
-  bf16 = static_cast<std::uint8_t>(FormatId::bf16),
-  fp16 = static_cast<std::uint8_t>(FormatId::fp16),
-  fp8_e4m3fn = static_cast<std::uint8_t>(FormatId::fp8_e4m3fn),
-  fp8_e5m2 = static_cast<std::uint8_t>(FormatId::fp8_e5m2),
-  fp8_e4m3fnuz = static_cast<std::uint8_t>(FormatId::fp8_e4m3fnuz),
-  fp8_e5m2fnuz = static_cast<std::uint8_t>(FormatId::fp8_e5m2fnuz),
-  fp6_e2m3fn = static_cast<std::uint8_t>(FormatId::fp6_e2m3fn),
-  fp6_e3m2fn = static_cast<std::uint8_t>(FormatId::fp6_e3m2fn),
-  fp4_e2m1fn = static_cast<std::uint8_t>(FormatId::fp4_e2m1fn),
-  e8m0fnu = static_cast<std::uint8_t>(FormatId::e8m0fnu),
-  int8 = static_cast<std::uint8_t>(FormatId::int8)
-};
-constexpr FormatId to_format_id(Format f) { return static_cast<FormatId>(f); }
-/// The codec format of a table row; throws attest::Error for f32 (no codec: it is float itself).
-Format from_format_id(FormatId f);
+/// Element formats are core's FormatId (attest/core/format.hpp); every row but f32 has a codec
+/// here (f32 is float itself). Names (format_name) are the table's names.
 
 /// How a value between two representable neighbours is rounded (all modes round to nearest;
 /// they differ only on exact ties).
@@ -77,47 +60,39 @@ using Rounding = Scheme::Rounding;  // { rne, away, smaller }
 /// +NaN -> -0, -NaN -> +0). What the hardware does with an fp4/fp6 NaN is UNVERIFIED.
 using Overflow = Scheme::Overflow;  // { ieee, sat_cuda, sat_hip }
 
-/// Static description of a format: its row of core's format table.
-using FormatInfo = FormatSpec;
+const FormatSpec& format_info(FormatId f);
+/// Every format with a codec (all but f32), in enum order.
+std::span<const FormatId> all_formats();
 
-const FormatInfo& format_info(Format f);
-/// Every format, in enum order.
-std::span<const Format> all_formats();
-
-std::string_view format_name(Format f);
+std::string_view format_name(FormatId f);
 /// Inverse of format_name; throws attest::Error listing the valid names.
-Format parse_format(std::string_view name);
-std::string_view rounding_name(Rounding r);
-/// "rne" "away" "smaller"; throws attest::Error listing the valid names.
-Rounding parse_rounding(std::string_view name);
-std::string_view overflow_name(Overflow o);
-/// "ieee" "sat_cuda" "sat_hip"; throws attest::Error listing the valid names.
-Overflow parse_overflow(std::string_view name);
+FormatId parse_format(std::string_view name);
+// Rounding and Overflow names: core's name() / parse_rounding() / parse_overflow() (scheme.hpp).
 
 /// float32 -> code.
-std::uint16_t encode(Format f, float x, Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
+std::uint16_t encode(FormatId f, float x, Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
 /// float64 -> code, rounded once from the double value.
-std::uint16_t encode(Format f, double x, Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
+std::uint16_t encode(FormatId f, double x, Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
 /// code -> float32, exact. Bits of `code` above the format's width are ignored.
-float decode(Format f, std::uint16_t code);
+float decode(FormatId f, std::uint16_t code);
 /// decode(encode(x)): x rounded to the nearest value of the format (NaN where encode gives NaN).
-float round_to(Format f, float x, Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
+float round_to(FormatId f, float x, Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
 
 /// True if `code` is a NaN code of `f`.
-bool is_nan_code(Format f, std::uint16_t code);
+bool is_nan_code(FormatId f, std::uint16_t code);
 /// Number of distinct codes: 2^bits.
-std::uint32_t code_count(Format f);
+std::uint32_t code_count(FormatId f);
 
 /// Batch encode (same results as the scalar encode; the e4m3fn/e5m2/bf16 RNE paths are
 /// vectorisable bit manipulation). `out.size()` must equal `in.size()` (attest::Error otherwise).
-void encode_f32(Format f, std::span<const float> in, std::span<std::uint16_t> out,
+void encode_f32(FormatId f, std::span<const float> in, std::span<std::uint16_t> out,
                 Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
 /// Batch encode to one byte per code; attest::Error for bf16 / fp16.
-void encode_f32(Format f, std::span<const float> in, std::span<std::uint8_t> out,
+void encode_f32(FormatId f, std::span<const float> in, std::span<std::uint8_t> out,
                 Rounding r = Rounding::rne, Overflow o = Overflow::ieee);
 /// Batch decode.
-void decode_f32(Format f, std::span<const std::uint16_t> in, std::span<float> out);
-void decode_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out);
+void decode_f32(FormatId f, std::span<const std::uint16_t> in, std::span<float> out);
+void decode_f32(FormatId f, std::span<const std::uint8_t> in, std::span<float> out);
 
 /// Packing of sub-byte codes into a little-endian bit stream: code i occupies bits
 /// [i*bits, (i+1)*bits) of the stream, where stream bit k is bit (k % 8) of byte k / 8.
@@ -127,9 +102,9 @@ void decode_f32(Format f, std::span<const std::uint8_t> in, std::span<float> out
 ///               b2 = c2 >> 4 | c3 << 2.
 /// The packed size is ceil(count * bits / 8) bytes; unused high bits of the last byte are 0.
 /// pack throws attest::Error for other formats or for a code >= 2^bits.
-std::vector<std::uint8_t> pack(Format f, std::span<const std::uint8_t> codes);
+std::vector<std::uint8_t> pack(FormatId f, std::span<const std::uint8_t> codes);
 /// Inverse of pack; throws attest::Error for other formats or if packed.size() is not
 /// ceil(count * bits / 8).
-std::vector<std::uint8_t> unpack(Format f, std::span<const std::uint8_t> packed, std::size_t count);
+std::vector<std::uint8_t> unpack(FormatId f, std::span<const std::uint8_t> packed, std::size_t count);
 
 }  // namespace attest::ref

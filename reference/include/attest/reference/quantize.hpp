@@ -4,10 +4,10 @@
 /// "E8M0 scale rules"). Every FP32 operation is explicit (one IEEE operation, one rounding);
 /// std::fma appears nowhere because none of the modelled quantizers fuses a multiply-add.
 ///
-/// A quantizer is described by a QuantScheme, which has a string form that round-trips
-/// (parse_scheme(to_string(s)) == s, only non-defaults printed). The string is read by core's
-/// grammar (attest/core/scheme.hpp), shared with the kernels; the vocabulary enums below are its
-/// enums, and this header says what each value computes. E.g.
+/// A quantizer is described by core's Scheme (attest/core/scheme.hpp), the one scheme type of
+/// reference/, the kernels and the recipe, with a string form that round-trips
+/// (parse_scheme(to_string(s)) == s, only non-defaults printed). The names below are its enums,
+/// and this header says what each value computes. E.g.
 ///   int8:per_block=128:round=half:prescale=sm_log2e        (Sage Triton Q)
 ///   int8:per_thread=sm90:role=k:scale=eps:round=half:smooth=bf16
 ///   fp8_e4m3fn:per_channel                                 (Sage V: x * (448 / amax), satfinite)
@@ -29,15 +29,14 @@
 
 namespace attest::ref {
 
-/// What kind of quantizer (core's Scheme::Family less `identity`: the head f32 quantizes nothing,
-/// and parse_scheme here refuses it). The scheme string's first token names it together with the
-/// element:
+/// What kind of quantizer. The scheme string's first token names it together with the element
+/// (the identity f32 quantizes nothing: quantize, prepare, dequantize and scales_shape refuse it):
 ///   cast  bf16 | fp16                 plain cast, no scale (scales are all 1)
 ///   int8  int8                        symmetric INT8 with FP32 scales
 ///   fp8   fp8_e4m3fn | fp8_e5m2 | fp8_e4m3fnuz | fp8_e5m2fnuz   FP8 with FP32 scales
 ///   mx    mxfp8_e4m3fn | mxfp8_e5m2 | mxfp6_e2m3fn | mxfp6_e3m2fn | mxfp4_e2m1fn | mxint8
 ///         E8M0 scale per block of `block` channels (32) along C
-enum class Family : std::uint8_t { cast, int8, fp8, mx };
+using Family = Scheme::Family;
 
 /// Which elements share one scale (int8 and fp8 families). A slab is one [T, C] matrix.
 ///   per_tensor   the whole tensor, all slabs together
@@ -114,50 +113,9 @@ using Prescale = Scheme::Prescale;
 ///   h32_bf16   x rounded to bf16, times bf16(H_32 / sqrt(32)) per 32-channel block
 using Rotation = Scheme::Rotation;
 
-struct QuantScheme {
-  Family family = Family::int8;
-  Format element = Format::int8;
-  Granularity granularity = Granularity::per_tensor;  ///< int8 / fp8 only
-  std::int64_t block = 0;    ///< per_block: tokens per scale; mx: channels per scale (32)
-  SageArch arch = SageArch::sm89;  ///< per_warp / per_thread only
-  Role role = Role::q;             ///< per_warp / per_thread only
-  ScaleRule scale = ScaleRule::ieee;            ///< int8 / fp8
-  float scale_max = 127.0f;                     ///< M: 127 for int8; fp8 default: format max
-  E8M0Rule e8m0 = E8M0Rule::floor;              ///< mx
-  IntRounding int_round = IntRounding::rne;     ///< int8
-  Rounding elem_round = Rounding::rne;          ///< cast / fp8 / mx (tie rule of the element cast)
-  Overflow overflow = Overflow::sat_cuda;       ///< cast (default ieee) / fp8 / mx
-  ApplyOp apply = ApplyOp::div;                 ///< int8 (default div) / fp8 (default mul)
-  Smoothing smooth = Smoothing::none;
-  Prescale prescale = Prescale::none;
-  Rotation rotate = Rotation::none;
-
-  bool operator==(const QuantScheme&) const = default;
-};
-
-/// Conversions from and to core's parsed form; from_core throws attest::Error for the identity
-/// (f32) and for an element without a codec.
-QuantScheme from_core(const Scheme& s);
-Scheme to_core(const QuantScheme& s);
-
-/// The scheme with every field at its default for the scheme head `head` ("int8", "fp8_e4m3fn",
-/// "mxfp4_e2m1fn", "bf16", ...); granularity per_tensor for int8 / fp8. Throws attest::Error
-/// listing the valid heads.
-QuantScheme default_scheme(std::string_view head);
-/// "int8", "fp8_e4m3fnuz", "mxfp6_e2m3fn", "mxint8", "bf16", ...
-std::string scheme_head(const QuantScheme& s);
-std::string to_string(const QuantScheme& s);
-/// Throws attest::Error naming the defect (unknown head, key or value — with the valid ones —,
-/// duplicate key, missing granularity, a key that does not apply to the family, a combination
-/// no kernel uses).
-QuantScheme parse_scheme(std::string_view text);
-/// The consistency checks of parse_scheme applied to a hand-built scheme (quantize calls it).
-void validate_scheme(const QuantScheme& s);
-
-std::string_view granularity_name(Granularity g);
-std::string_view scale_rule_name(ScaleRule r);
-std::string_view e8m0_rule_name(E8M0Rule r);
-E8M0Rule parse_e8m0_rule(std::string_view name);  ///< throws attest::Error listing valid names
+/// Throws attest::Error "scheme '<s>': f32 is the identity operand of a recipe, not a quantizer"
+/// for the identity; every quantizer entry point below calls it.
+void require_quantizer(const Scheme& s);
 
 /// fl32(sm_scale * 1.44269504) with the product in double: Sage computes it in Python and passes
 /// an fp32 kernel argument.
@@ -190,19 +148,19 @@ struct Quantized {
 
 /// Quantizes x (f32, rank >= 2, any strides) with the scheme. Throws attest::Error on a bad
 /// dtype, rank, channel count (h128: C == 128; h32_bf16: C % 32 == 0), mean shape or sm_scale.
-Quantized quantize(const Tensor& x, const QuantScheme& s, const QuantInputs& in = {});
+Quantized quantize(const Tensor& x, const Scheme& s, const QuantInputs& in = {});
 /// The values quantize() scales and rounds: x after smoothing, rotation and prescale, as f32
 /// contiguous [lead..., T, C]; `mean` (if not null) receives the km used, f32 [lead..., 1, C].
-Tensor prepare(const Tensor& x, const QuantScheme& s, const QuantInputs& in = {}, Tensor* mean = nullptr);
+Tensor prepare(const Tensor& x, const Scheme& s, const QuantInputs& in = {}, Tensor* mean = nullptr);
 /// Values represented by codes and scales, f32 contiguous [lead..., T, C]: these are the
 /// transformed values (prescaled, smoothed, rotated), not the original x.
 ///   int8 / fp8: fl(value(code) * s); mx: fl(value(code) * 2^(E - 127)) (NaN for E = 0xFF).
 /// Throws attest::Error if dtypes or shapes do not match the scheme.
-Tensor dequantize(const Tensor& codes, const Tensor& scales, const QuantScheme& s);
-inline Tensor dequantize(const Quantized& q, const QuantScheme& s) { return dequantize(q.codes, q.scales, s); }
+Tensor dequantize(const Tensor& codes, const Tensor& scales, const Scheme& s);
+inline Tensor dequantize(const Quantized& q, const Scheme& s) { return dequantize(q.codes, q.scales, s); }
 
 /// Shape of the scales tensor for an input shape (see Quantized).
-Shape scales_shape(const Shape& x_shape, const QuantScheme& s);
+Shape scales_shape(const Shape& x_shape, const Scheme& s);
 
 // ---- scalar building blocks (exposed for the recipe emulator and for tests) ----
 
@@ -213,24 +171,24 @@ float uniform_inverse(float amax, ScaleRule rule, float qmax);
 /// FP32 -> int8 (IntRounding).
 std::int8_t to_int8(float q, IntRounding r);
 /// E8M0 code of a block with absolute maximum `amax` for the element format.
-std::uint8_t e8m0_scale(float amax, E8M0Rule rule, Format element);
+std::uint8_t e8m0_scale(float amax, E8M0Rule rule, FormatId element);
 /// The FP32 factor the block's elements are multiplied by before the element cast:
 /// 2^(127 - code), or for aiter_hip_fp8 the float with bits (254 - code) << 23; NaN for 0xFF.
 float e8m0_element_multiplier(std::uint8_t code, E8M0Rule rule);
 /// MX element code of v (already multiplied): element cast with rounding and overflow; MXINT8 as
 /// documented above (two's complement byte).
-std::uint8_t mx_element_code(float v, Format element, Rounding r, Overflow o);
+std::uint8_t mx_element_code(float v, FormatId element, Rounding r, Overflow o);
 /// Value of an MX element code (MXINT8: code / 64).
-float mx_element_value(std::uint8_t code, Format element);
+float mx_element_value(std::uint8_t code, FormatId element);
 /// The element maximum used by rceil: format max, 127/64 for MXINT8.
-float mx_element_max(Format element);
+float mx_element_max(FormatId element);
 
 /// P quantization. The kernels fold the P scale into the exponent (P = exp2(s - (m - offset))),
 /// so P arrives already scaled: quantize_p is the RNE satfinite cast of that value.
-std::uint8_t quantize_p(float p_scaled, Format f = Format::fp8_e4m3fn);
+std::uint8_t quantize_p(float p_scaled, FormatId f = FormatId::fp8_e4m3fn);
 /// log2 of the P scale: 8.807f (offset_8807, P max ~447.9), 8 (pow2_8, P max 256), 0 (unit).
 float p_offset(PScale ps);
 /// Probability in [0, 1] represented by a P code: decode(code) / 2^offset, rounded once to float.
-float dequantize_p(std::uint8_t code, PScale ps, Format f = Format::fp8_e4m3fn);
+float dequantize_p(std::uint8_t code, PScale ps, FormatId f = FormatId::fp8_e4m3fn);
 
 }  // namespace attest::ref

@@ -79,15 +79,17 @@ struct EmuParams {
   bool exp2_fa4 = false;
   double exp2c[16] = {};    ///< exp2=cr coefficients (exp2_cr_coefficients())
   EmuP p = EmuP::elem;
-  emu::EmuFmt p_fmt;
-  int p_tie = emu::kTieEven, p_sat = emu::kSatFinite;
-  int p_e8m0 = emu::kE8m0Floor, p_emax = 0;  ///< MX P: scale rule and element emax
+  FormatSpec p_fmt = format_spec(FormatId::bf16);  ///< P's element format (a row of core's table)
+  emu::Rounding p_tie = emu::Rounding::rne;
+  emu::Overflow p_sat = emu::Overflow::sat_cuda;
+  emu::E8M0Rule p_e8m0 = emu::E8M0Rule::floor;  ///< MX P: scale rule (floor, ceil, aiter_hip_fp4)
+  int p_emax = 0;                                ///< MX P: element emax
   std::int64_t pv_block = 32;                ///< keys per P.V block with MX P or V
   EmuDiv div = EmuDiv::ieee_div;
   bool vscale_rcp = false;
   bool out_round = true;
-  emu::EmuFmt out_fmt;
-  int out_sat = emu::kSatIeee;
+  FormatSpec out_fmt = format_spec(FormatId::bf16);  ///< O's format (a row of core's table)
+  emu::Overflow out_sat = emu::Overflow::ieee;
 
   // Outputs (device, contiguous): out [out_row][heads_q][Dv], lse [heads_q][total_rows].
   float* out = nullptr;

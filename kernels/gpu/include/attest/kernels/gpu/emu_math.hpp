@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdint>
 
+#include "attest/core/format.hpp"
 #include "attest/core/philox.hpp"  // ATTEST_HD
+#include "attest/core/scheme.hpp"
 
 namespace attest::gpu::emu {
 
@@ -22,43 +24,42 @@ ATTEST_HD inline bool isnanf_(float x) { return x != x; }
 /// 2^k for k in [-1022, 1023], exact (built from the bits: no libm).
 ATTEST_HD inline double pow2d(int k) { return std::bit_cast<double>(static_cast<std::uint64_t>(k + 1023) << 52); }
 
-/// A small binary floating-point format (kernels/cpu FloatFmt): `man` mantissa bits, smallest
-/// normal 2^emin, largest finite `max`, fnuz: no -0.
-struct EmuFmt {
-  int man = 7, emin = -126;
-  double max = 0x1.FEp127;
-  bool has_inf = true, has_nan = true, fnuz = false;
-};
-enum : int { kTieEven = 0, kTieAway = 1, kTieSmaller = 2 };
-enum : int { kSatIeee = 0, kSatFinite = 1, kSatHip = 2 };
+/// Formats are rows of core's format table (a FormatSpec is plain data: the host copies the row
+/// into the launch parameters); tie rules, overflow modes and E8M0 rules are core Scheme's enums.
+using Rounding = Scheme::Rounding;
+using Overflow = Scheme::Overflow;
+using E8M0Rule = Scheme::E8M0Rule;
 
-/// x rounded to the nearest value of `f` (kernels/cpu round_to, same steps): the binade's
-/// quantum is a power of two, so units = a / quantum is exact and one rint/floor/ceil rounds.
-ATTEST_HD inline float round_to(const EmuFmt& f, float x, int tie, int sat) {
+/// x rounded to the nearest value of the float format `f` (kernels/cpu round_to, same steps):
+/// `man_bits` mantissa bits, smallest normal 2^emin(), largest finite `max_finite`, fnuz: no -0.
+/// The binade's quantum is a power of two, so units = a / quantum is exact and one
+/// rint/floor/ceil rounds.
+ATTEST_HD inline float round_to(const FormatSpec& f, float x, Rounding tie, Overflow sat) {
   if (isnanf_(x)) {
     if (f.has_nan) return qnan();
-    return sat == kSatIeee ? -0.0f : 0.0f;
+    return sat == Overflow::ieee ? -0.0f : 0.0f;
   }
   const bool neg = (fbits(x) >> 31) != 0;
   double a = static_cast<double>(neg ? -x : x);
   if (a == static_cast<double>(finf())) {
-    if (sat == kSatFinite || (!f.has_inf && !f.has_nan)) return static_cast<float>(neg ? -f.max : f.max);
+    if (sat == Overflow::sat_cuda || (!f.has_inf && !f.has_nan)) return static_cast<float>(neg ? -f.max_finite : f.max_finite);
     if (f.has_inf) return neg ? -finf() : finf();
     return qnan();
   }
-  if (sat == kSatHip && a > f.max) a = f.max;
+  if (sat == Overflow::sat_hip && a > f.max_finite) a = f.max_finite;
   double r = 0;
   if (a != 0) {
     // ilogb of a normal double (every float is one) from its exponent bits.
     int e = static_cast<int>((std::bit_cast<std::uint64_t>(a) >> 52) & 0x7FF) - 1023;
-    if (e < f.emin) e = f.emin;
-    const double quantum = pow2d(e - f.man);
-    const double units = a * pow2d(f.man - e);  // exact: a power-of-two scaling
-    const double n = tie == kTieEven ? std::rint(units) : tie == kTieAway ? std::floor(units + 0.5) : std::ceil(units - 0.5);
+    const int emin = 1 - f.bias;
+    if (e < emin) e = emin;
+    const double quantum = pow2d(e - f.man_bits);
+    const double units = a * pow2d(f.man_bits - e);  // exact: a power-of-two scaling
+    const double n = tie == Rounding::rne ? std::rint(units) : tie == Rounding::away ? std::floor(units + 0.5) : std::ceil(units - 0.5);
     r = n * quantum;
   }
-  if (r > f.max) {
-    if (sat != kSatIeee || (!f.has_inf && !f.has_nan)) r = f.max;
+  if (r > f.max_finite) {
+    if (sat != Overflow::ieee || (!f.has_inf && !f.has_nan)) r = f.max_finite;
     else if (f.has_inf) r = static_cast<double>(finf());
     else return qnan();
   }
@@ -208,15 +209,15 @@ ATTEST_HD inline float lse_of(float m, float l) {
 ATTEST_HD inline float scale_block(float s, int e) { return static_cast<float>(static_cast<double>(s) * pow2d(e)); }
 
 // ---- E8M0 scale of a block-scaled P (kernels/cpu e8m0_code / e8m0_multiplier) ----
-enum : int { kE8m0Floor = 0, kE8m0Ceil = 1, kE8m0AiterHipFp4 = 2 };
-ATTEST_HD inline std::uint32_t e8m0_code(float amax, int rule, int emax) {
+/// The rules the device implements: floor, ceil and (any other value) aiter_hip_fp4.
+ATTEST_HD inline std::uint32_t e8m0_code(float amax, E8M0Rule rule, int emax) {
   if (isnanf_(amax) || amax == finf() || amax == -finf()) return 0xFF;
   const float a = amax < 0 ? -amax : amax;
   const int e = static_cast<int>((fbits(a) >> 23) & 0xFF);
   const std::uint32_t m = fbits(a) & 0x7FFFFF;
   auto clampi = [](int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; };
-  if (rule == kE8m0Floor) return static_cast<std::uint32_t>(clampi(e - 127 - emax, -127, 127) + 127);
-  if (rule == kE8m0Ceil) return static_cast<std::uint32_t>(clampi(e - 127 + (m != 0 ? 1 : 0) - emax, -127, 127) + 127);
+  if (rule == E8M0Rule::floor) return static_cast<std::uint32_t>(clampi(e - 127 - emax, -127, 127) + 127);
+  if (rule == E8M0Rule::ceil) return static_cast<std::uint32_t>(clampi(e - 127 + (m != 0 ? 1 : 0) - emax, -127, 127) + 127);
   return ((fbits(a / 6.0f) + 0x7FFFFFu) & 0x7F800000u) >> 23;  // aiter_hip_fp4
 }
 ATTEST_HD inline float e8m0_multiplier(std::uint32_t code) {

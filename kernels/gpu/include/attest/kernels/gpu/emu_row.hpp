@@ -246,7 +246,7 @@ ATTEST_EMU_DEV void emu_row(const EmuParams& p, const EmuBatch& bt, i64 h, i64 i
       if (p.div == EmuDiv::ieee_div) od = div_rn(a, l) * vs[d];
       else if (p.vscale_rcp) od = a * (r * vs[d]);
       else od = (a * r) * vs[d];
-      o[d] = p.out_round ? emu::round_to(p.out_fmt, od, emu::kTieEven, p.out_sat) : od;
+      o[d] = p.out_round ? emu::round_to(p.out_fmt, od, emu::Rounding::rne, p.out_sat) : od;
     });
     lse = emu::lse_of(m, l);
     if (p.km != nullptr) {

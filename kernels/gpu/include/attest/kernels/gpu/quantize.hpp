@@ -17,21 +17,15 @@
 #include <string_view>
 
 #include "attest/core/format.hpp"
+#include "attest/core/scheme.hpp"
 #include "attest/kernels/gpu/quantize_math.hpp"
 
 namespace attest::gpu {
 
-/// A parsed scheme: its text and the plain-data form the kernels take (quantize_math.hpp).
-struct DeviceScheme {
-  std::string text;
-  qm::Scheme s;
-};
-
-/// Parses a scheme string with core's parse_scheme and converts it; throws attest::Error naming
-/// the defect (as parse_scheme, and for f32, which the grammar accepts but has nothing to quantize).
-DeviceScheme parse_device_scheme(std::string_view text);
-/// The device quantizers' element format of a format-table row; attest::Error for e8m0fnu and f32.
-qm::Fmt device_fmt(FormatId f);
+/// Schemes are core's Scheme (attest/core/scheme.hpp; parse_scheme reads the string), which the
+/// kernels take by value. Throws attest::Error for the identity f32, which the grammar accepts
+/// for recipes but which has nothing to quantize; every function below calls it.
+void require_device_quantizer(const Scheme& s);
 
 struct QuantizeArgs {
   const float* x = nullptr;        ///< device input
@@ -46,16 +40,16 @@ struct QuantizeArgs {
 };
 
 /// Bytes of codes / scales / workspace for these shapes (scales: the reference's scales shape).
-std::size_t quantize_codes_bytes(const DeviceScheme& s, std::int64_t n_elements);
-std::int64_t quantize_scales_count(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C);
-std::size_t quantize_scales_bytes(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C);
-std::size_t quantize_workspace_bytes(const DeviceScheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C);
+std::size_t quantize_codes_bytes(const Scheme& s, std::int64_t n_elements);
+std::int64_t quantize_scales_count(const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C);
+std::size_t quantize_scales_bytes(const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C);
+std::size_t quantize_workspace_bytes(const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C);
 
 /// Enqueues the quantization on `stream` (a hipStream_t; nullptr = default stream). No
 /// allocation, no synchronisation, so it can be captured into a graph. Throws attest::Error on
 /// bad shapes (h128 needs C == 128, h32_bf16 C % 32 == 0; prescale needs sm_scale > 0) or a
 /// missing workspace.
-void quantize_device(const DeviceScheme& s, const QuantizeArgs& a, void* stream = nullptr);
+void quantize_device(const Scheme& s, const QuantizeArgs& a, void* stream = nullptr);
 
 /// Device-to-device copy of `bytes` on `stream` (the bandwidth baseline of the benchmark).
 void copy_device(void* dst, const void* src, std::size_t bytes, void* stream = nullptr);

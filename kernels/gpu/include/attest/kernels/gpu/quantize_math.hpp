@@ -14,40 +14,32 @@
 #include <bit>
 #include <cstdint>
 
+#include "attest/core/format.hpp"
 #include "attest/core/philox.hpp"  // ATTEST_HD
+#include "attest/core/scheme.hpp"
 
 namespace attest::gpu::qm {
 
-enum class Fam : std::uint8_t { cast, int8, fp8, mx };
-/// Element formats (int8: INT8 family and MXINT8 elements).
-enum class Fmt : std::uint8_t { bf16, fp16, e4m3fn, e5m2, e4m3fnuz, e5m2fnuz, e2m3, e3m2, e2m1, int8 };
-enum class Gran : std::uint8_t { tensor, block, warp, thread, token, channel };
-enum class Rule : std::uint8_t { ieee, rcp, eps, floor, ieee_one, none };
-enum class E8 : std::uint8_t { floor, ceil, rceil, aiter_hip_fp4, aiter_triton_v_fp4, aiter_triton_rne, aiter_hip_fp8, aiter_hip_fp6 };
-enum class Tie : std::uint8_t { even, away, smaller };
-enum class Ovf : std::uint8_t { ieee, sat_cuda, sat_hip };
-enum class Smooth : std::uint8_t { none, fp32, bf16 };
-enum class Rotate : std::uint8_t { none, h128, h128_bf16, h32_bf16 };
+// The scheme is core's Scheme (attest/core/scheme.hpp: plain data, passed to the kernels by value)
+// and formats are core's FormatId; these aliases name its enums here.
+using Family = Scheme::Family;
+using Granularity = Scheme::Granularity;
+using Role = Scheme::Role;
+using ScaleRule = Scheme::ScaleRule;
+using E8M0Rule = Scheme::E8M0Rule;
+using IntRounding = Scheme::IntRounding;
+using Rounding = Scheme::Rounding;
+using Overflow = Scheme::Overflow;
+using ApplyOp = Scheme::ApplyOp;
+using Smoothing = Scheme::Smoothing;
+using Prescale = Scheme::Prescale;
+using Rotation = Scheme::Rotation;
 
-/// A parsed scheme as plain data (kernel argument).
-struct Scheme {
-  Fam fam = Fam::int8;
-  Fmt elem = Fmt::int8;
-  Gran gran = Gran::tensor;
-  std::int64_t block = 0;      ///< per_block tokens; mx channels per scale
-  std::int64_t warp_rows = 0;  ///< per_warp / per_thread: W
-  bool role_k = false;         ///< per_thread: 4 groups (k) instead of 8 (q)
-  Rule rule = Rule::ieee;
-  float qmax = 127.0f;  ///< M
-  E8 e8 = E8::floor;
-  bool int_half = false;  ///< int8 round=half
-  Tie tie = Tie::even;
-  Ovf ovf = Ovf::sat_cuda;
-  bool apply_mul = false;
-  Smooth smooth = Smooth::none;
-  bool prescale = false;
-  Rotate rotate = Rotate::none;
-};
+/// Sage warp height W of per_warp / per_thread: 32 (Q) / 64 (K) on sm89, 16 / 128 on sm90.
+ATTEST_HD inline std::int64_t warp_rows(const Scheme& s) {
+  const bool k = s.role == Role::k;
+  return s.arch == Scheme::SageArch::sm90 ? (k ? 128 : 16) : (k ? 64 : 32);
+}
 
 inline constexpr float kSageEps = 1e-7f;
 /// 1/sqrt(128) rounded to float (AITER's normalisation) and bf16(1/sqrt(32)) (AITER's H_32 entries).
@@ -71,58 +63,62 @@ struct FmtInfo {
   int emax;               ///< MX emax of the element (0 n/a)
 };
 
-ATTEST_HD inline FmtInfo fmt_info(Fmt f) {
+ATTEST_HD inline FmtInfo fmt_info(FormatId f) {
   switch (f) {
-    case Fmt::bf16: return {7, 127, 0x7F7Fu, 0x8000u, 0x7F7F0000u, false, true, true, 0};
-    case Fmt::fp16: return {10, 15, 0x7BFFu, 0x8000u, 0x477FE000u, false, true, true, 0};
-    case Fmt::e4m3fn: return {3, 7, 0x7Eu, 0x80u, 0x43E00000u, false, false, true, 8};
-    case Fmt::e5m2: return {2, 15, 0x7Bu, 0x80u, 0x47600000u, false, true, true, 15};
-    case Fmt::e4m3fnuz: return {3, 8, 0x7Fu, 0x80u, 0x43700000u, true, false, true, 0};
-    case Fmt::e5m2fnuz: return {2, 16, 0x7Fu, 0x80u, 0x47600000u, true, false, true, 0};
-    case Fmt::e2m3: return {3, 1, 0x1Fu, 0x20u, 0x40F00000u, false, false, false, 2};
-    case Fmt::e3m2: return {2, 3, 0x1Fu, 0x20u, 0x41E00000u, false, false, false, 4};
-    case Fmt::e2m1: return {1, 1, 0x7u, 0x8u, 0x40C00000u, false, false, false, 2};
-    case Fmt::int8: return {0, 0, 0x7Fu, 0x80u, 0x42FE0000u, false, false, false, 0};
+    case FormatId::bf16: return {7, 127, 0x7F7Fu, 0x8000u, 0x7F7F0000u, false, true, true, 0};
+    case FormatId::fp16: return {10, 15, 0x7BFFu, 0x8000u, 0x477FE000u, false, true, true, 0};
+    case FormatId::fp8_e4m3fn: return {3, 7, 0x7Eu, 0x80u, 0x43E00000u, false, false, true, 8};
+    case FormatId::fp8_e5m2: return {2, 15, 0x7Bu, 0x80u, 0x47600000u, false, true, true, 15};
+    case FormatId::fp8_e4m3fnuz: return {3, 8, 0x7Fu, 0x80u, 0x43700000u, true, false, true, 0};
+    case FormatId::fp8_e5m2fnuz: return {2, 16, 0x7Fu, 0x80u, 0x47600000u, true, false, true, 0};
+    case FormatId::fp6_e2m3fn: return {3, 1, 0x1Fu, 0x20u, 0x40F00000u, false, false, false, 2};
+    case FormatId::fp6_e3m2fn: return {2, 3, 0x1Fu, 0x20u, 0x41E00000u, false, false, false, 4};
+    case FormatId::fp4_e2m1fn: return {1, 1, 0x7u, 0x8u, 0x40C00000u, false, false, false, 2};
+    case FormatId::int8: return {0, 0, 0x7Fu, 0x80u, 0x42FE0000u, false, false, false, 0};
+    case FormatId::e8m0fnu:
+    case FormatId::f32: break;  // no device codec
   }
   return {0, 0, 0, 0, 0, false, false, false, 0};
 }
 
 /// Code of a NaN input (FORMATS.md / formats.hpp conventions).
-ATTEST_HD inline std::uint32_t nan_code(Fmt f, Ovf o, bool neg) {
-  const bool cuda = o == Ovf::sat_cuda;
+ATTEST_HD inline std::uint32_t nan_code(FormatId f, Overflow o, bool neg) {
+  const bool cuda = o == Overflow::sat_cuda;
   switch (f) {
-    case Fmt::bf16: return cuda ? 0x7FFFu : (neg ? 0xFFC0u : 0x7FC0u);
-    case Fmt::fp16: return cuda ? 0x7FFFu : (neg ? 0xFE00u : 0x7E00u);
-    case Fmt::e4m3fn: return cuda ? 0x7Fu : (neg ? 0xFFu : 0x7Fu);
-    case Fmt::e5m2: return cuda ? 0x7Fu : (neg ? 0xFEu : 0x7Eu);
-    case Fmt::e4m3fnuz:
-    case Fmt::e5m2fnuz: return 0x80u;
-    case Fmt::e2m3:
-    case Fmt::e3m2: return o != Ovf::ieee ? 0x00u : (neg ? 0x00u : 0x20u);  // ml_dtypes flips the sign
-    case Fmt::e2m1: return o != Ovf::ieee ? 0x0u : (neg ? 0x0u : 0x8u);
-    case Fmt::int8: return 0u;
+    case FormatId::bf16: return cuda ? 0x7FFFu : (neg ? 0xFFC0u : 0x7FC0u);
+    case FormatId::fp16: return cuda ? 0x7FFFu : (neg ? 0xFE00u : 0x7E00u);
+    case FormatId::fp8_e4m3fn: return cuda ? 0x7Fu : (neg ? 0xFFu : 0x7Fu);
+    case FormatId::fp8_e5m2: return cuda ? 0x7Fu : (neg ? 0xFEu : 0x7Eu);
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2fnuz: return 0x80u;
+    case FormatId::fp6_e2m3fn:
+    case FormatId::fp6_e3m2fn: return o != Overflow::ieee ? 0x00u : (neg ? 0x00u : 0x20u);  // ml_dtypes flips the sign
+    case FormatId::fp4_e2m1fn: return o != Overflow::ieee ? 0x0u : (neg ? 0x0u : 0x8u);
+    case FormatId::int8: return 0u;
+    case FormatId::e8m0fnu:
+    case FormatId::f32: break;  // no device codec
   }
   return 0u;
 }
 /// Code of a finite value whose rounded magnitude exceeds the format's maximum.
-ATTEST_HD inline std::uint32_t overflow_code(Fmt f, Ovf o, bool neg) {
+ATTEST_HD inline std::uint32_t overflow_code(FormatId f, Overflow o, bool neg) {
   const FmtInfo fi = fmt_info(f);
   const std::uint32_t s = neg ? fi.sign : 0u;
-  if (o != Ovf::ieee) return fi.maxc | s;
+  if (o != Overflow::ieee) return fi.maxc | s;
   switch (f) {
-    case Fmt::bf16: return 0x7F80u | s;
-    case Fmt::fp16: return 0x7C00u | s;
-    case Fmt::e4m3fn: return 0x7Fu | s;
-    case Fmt::e5m2: return 0x7Cu | s;
-    case Fmt::e4m3fnuz:
-    case Fmt::e5m2fnuz: return 0x80u;
+    case FormatId::bf16: return 0x7F80u | s;
+    case FormatId::fp16: return 0x7C00u | s;
+    case FormatId::fp8_e4m3fn: return 0x7Fu | s;
+    case FormatId::fp8_e5m2: return 0x7Cu | s;
+    case FormatId::fp8_e4m3fnuz:
+    case FormatId::fp8_e5m2fnuz: return 0x80u;
     default: return fi.maxc | s;
   }
 }
 
 /// |x| (float bits a, finite, non-zero) rounded to multiples of 2^q: returns the integer count.
 /// |x| = m * 2^e exactly; q >= e here for every format (its quantum is never finer than float's).
-ATTEST_HD inline std::uint32_t round_units(std::uint32_t a, int q, Tie tie) {
+ATTEST_HD inline std::uint32_t round_units(std::uint32_t a, int q, Rounding tie) {
   const std::uint32_t ef = a >> 23;
   const std::uint32_t m = ef == 0 ? (a & 0x7FFFFFu) : ((a & 0x7FFFFFu) | 0x800000u);
   const int e = ef == 0 ? -149 : static_cast<int>(ef) - 150;
@@ -131,7 +127,7 @@ ATTEST_HD inline std::uint32_t round_units(std::uint32_t a, int q, Tie tie) {
   if (sh > 25) return 0;           // m < 2^24 <= quantum / 4: rounds to 0 under every tie rule
   const std::uint32_t n = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);
   bool up = rem > half;
-  if (rem == half) up = tie == Tie::away || (tie == Tie::even && (n & 1u) != 0);
+  if (rem == half) up = tie == Rounding::away || (tie == Rounding::rne && (n & 1u) != 0);
   return n + (up ? 1u : 0u);
 }
 
@@ -145,8 +141,8 @@ ATTEST_HD inline int ilog2_bits(std::uint32_t a) {
 }
 
 /// INT8 code (two's complement byte) of x: nearest with the tie rule, saturated to [-128, 127],
-/// NaN -> 0 (cvt.rni.sat.s8.f32 for Tie::even). |x| is clamped to 1024 first (saturates anyway).
-ATTEST_HD inline std::uint32_t encode_int8(float x, Tie tie) {
+/// NaN -> 0 (cvt.rni.sat.s8.f32 for Rounding::rne). |x| is clamped to 1024 first (saturates anyway).
+ATTEST_HD inline std::uint32_t encode_int8(float x, Rounding tie) {
   if (is_nan(x)) return 0u;
   const bool neg = (fbits(x) >> 31) != 0;
   std::uint32_t a = fbits(x) & 0x7FFFFFFFu;
@@ -159,15 +155,15 @@ ATTEST_HD inline std::uint32_t encode_int8(float x, Tie tie) {
 }
 
 /// Element code of x in float format f (not int8) with tie rule and overflow mode.
-ATTEST_HD inline std::uint32_t encode(Fmt f, float x, Tie tie, Ovf o) {
-  if (f == Fmt::int8) return encode_int8(x, tie);
+ATTEST_HD inline std::uint32_t encode(FormatId f, float x, Rounding tie, Overflow o) {
+  if (f == FormatId::int8) return encode_int8(x, tie);
   const FmtInfo fi = fmt_info(f);
   const std::uint32_t u = fbits(x);
   const bool neg = (u >> 31) != 0;
   std::uint32_t a = u & 0x7FFFFFFFu;
   if (a > 0x7F800000u) return nan_code(f, o, neg);
-  if (a == 0x7F800000u) return overflow_code(f, o == Ovf::sat_cuda ? o : Ovf::ieee, neg);
-  if (o != Ovf::ieee && a > fi.max_bits) a = fi.max_bits;  // saturating modes clamp before rounding
+  if (a == 0x7F800000u) return overflow_code(f, o == Overflow::sat_cuda ? o : Overflow::ieee, neg);
+  if (o != Overflow::ieee && a > fi.max_bits) a = fi.max_bits;  // saturating modes clamp before rounding
   std::uint32_t mag = 0;
   if (a != 0) {
     const int emin = 1 - fi.bias;
@@ -184,14 +180,14 @@ ATTEST_HD inline std::uint32_t encode(Fmt f, float x, Tie tie, Ovf o) {
 }
 
 /// Value of a code (exact), NaN for NaN codes; int8 codes are two's complement.
-ATTEST_HD inline float decode(Fmt f, std::uint32_t code) {
-  if (f == Fmt::int8) return static_cast<float>(static_cast<std::int8_t>(static_cast<std::uint8_t>(code & 0xFFu)));
-  if (f == Fmt::bf16) {
+ATTEST_HD inline float decode(FormatId f, std::uint32_t code) {
+  if (f == FormatId::int8) return static_cast<float>(static_cast<std::int8_t>(static_cast<std::uint8_t>(code & 0xFFu)));
+  if (f == FormatId::bf16) {
     const float v = ffrom((code & 0xFFFFu) << 16);
     return v;
   }
   const FmtInfo fi = fmt_info(f);
-  const int bits = f == Fmt::fp16 ? 16 : (f == Fmt::e2m3 || f == Fmt::e3m2) ? 6 : f == Fmt::e2m1 ? 4 : 8;
+  const int bits = f == FormatId::fp16 ? 16 : (f == FormatId::fp6_e2m3fn || f == FormatId::fp6_e3m2fn) ? 6 : f == FormatId::fp4_e2m1fn ? 4 : 8;
   code &= (1u << bits) - 1u;
   if (fi.fnuz && code == 0x80u) return quiet_nan();
   const bool neg = (code & fi.sign) != 0;
@@ -214,29 +210,29 @@ ATTEST_HD inline float decode(Fmt f, std::uint32_t code) {
 }
 
 /// bf16 rounding (RNE, IEEE overflow) of a float, as a float.
-ATTEST_HD inline float round_bf16(float x) { return decode(Fmt::bf16, encode(Fmt::bf16, x, Tie::even, Ovf::ieee)); }
+ATTEST_HD inline float round_bf16(float x) { return decode(FormatId::bf16, encode(FormatId::bf16, x, Rounding::rne, Overflow::ieee)); }
 
-/// FP32 scale s of a group with absolute maximum a (Rule).
-ATTEST_HD inline float uniform_scale(float a, Rule r, float qmax) {
+/// FP32 scale s of a group with absolute maximum a (ScaleRule).
+ATTEST_HD inline float uniform_scale(float a, ScaleRule r, float qmax) {
   switch (r) {
-    case Rule::ieee: return a / qmax;
-    case Rule::rcp: return a * (1.0f / qmax);
-    case Rule::eps: return a / qmax + kSageEps;
-    case Rule::floor: return (a < kSageEps ? kSageEps : a) / qmax;
-    case Rule::ieee_one: return a == 0.0f ? 1.0f : a / qmax;
-    case Rule::none: return 1.0f;
+    case ScaleRule::ieee: return a / qmax;
+    case ScaleRule::rcp: return a * (1.0f / qmax);
+    case ScaleRule::eps: return a / qmax + kSageEps;
+    case ScaleRule::floor: return (a < kSageEps ? kSageEps : a) / qmax;
+    case ScaleRule::ieee_one: return a == 0.0f ? 1.0f : a / qmax;
+    case ScaleRule::none: return 1.0f;
   }
   return quiet_nan();
 }
 /// Multiplier of apply=mul: fl(qmax / a') (only ieee, rcp and floor are valid with mul).
-ATTEST_HD inline float uniform_inverse(float a, Rule r, float qmax) {
-  return r == Rule::floor ? qmax / (a < kSageEps ? kSageEps : a) : qmax / a;
+ATTEST_HD inline float uniform_inverse(float a, ScaleRule r, float qmax) {
+  return r == ScaleRule::floor ? qmax / (a < kSageEps ? kSageEps : a) : qmax / a;
 }
 
 /// FP32 -> int8 code: round=rne (cvt.rni.sat) or round=half (Sage Triton: +-0.5, truncate to int32
 /// saturating with NaN -> 0, keep the low byte).
 ATTEST_HD inline std::uint32_t to_int8(float q, bool half) {
-  if (!half) return encode_int8(q, Tie::even);
+  if (!half) return encode_int8(q, Rounding::rne);
   const float t = q + (q >= 0.0f ? 0.5f : -0.5f);
   std::int32_t i = 0;
   if (is_nan(t)) i = 0;
@@ -247,10 +243,10 @@ ATTEST_HD inline std::uint32_t to_int8(float q, bool half) {
 }
 
 /// MX element maximum used by rceil: the format maximum; 127/64 for MXINT8.
-ATTEST_HD inline float mx_elem_max(Fmt f) { return f == Fmt::int8 ? 127.0f / 64.0f : ffrom(fmt_info(f).max_bits); }
+ATTEST_HD inline float mx_elem_max(FormatId f) { return f == FormatId::int8 ? 127.0f / 64.0f : ffrom(fmt_info(f).max_bits); }
 
 /// E8M0 code of a block with absolute maximum amax (docs/quantizer-schemes.md, "E8M0 scale rules").
-ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8 rule, Fmt elem) {
+ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8M0Rule rule, FormatId elem) {
   if (!is_finite(amax)) return 0xFFu;
   const float a = fabs_(amax);
   const std::uint32_t u = fbits(a);
@@ -259,9 +255,9 @@ ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8 rule, Fmt elem) {
   const int emax = fmt_info(elem).emax;
   auto clamp = [](int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); };
   switch (rule) {
-    case E8::floor: return static_cast<std::uint32_t>(clamp(e - 127 - emax, -127, 127) + 127);
-    case E8::ceil: return static_cast<std::uint32_t>(clamp(e - 127 + (m != 0 ? 1 : 0) - emax, -127, 127) + 127);
-    case E8::rceil: {
+    case E8M0Rule::floor: return static_cast<std::uint32_t>(clamp(e - 127 - emax, -127, 127) + 127);
+    case E8M0Rule::ceil: return static_cast<std::uint32_t>(clamp(e - 127 + (m != 0 ? 1 : 0) - emax, -127, 127) + 127);
+    case E8M0Rule::rceil: {
       const float d = a * (1.0f / mx_elem_max(elem));
       if (!is_finite(d)) return 0xFFu;
       const std::uint32_t ud = fbits(d);
@@ -270,38 +266,38 @@ ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8 rule, Fmt elem) {
       const int code = ed == 0 ? (md > 0x400000u ? 1 : 0) : ed + (md != 0 ? 1 : 0);
       return static_cast<std::uint32_t>(code > 254 ? 254 : code);
     }
-    case E8::aiter_hip_fp4: return ((fbits(a / 6.0f) + 0x7FFFFFu) & 0x7F800000u) >> 23;
-    case E8::aiter_triton_v_fp4: {
+    case E8M0Rule::aiter_hip_fp4: return ((fbits(a / 6.0f) + 0x7FFFFFu) & 0x7F800000u) >> 23;
+    case E8M0Rule::aiter_triton_v_fp4: {
       const std::uint32_t v = fbits(a < 1e-12f ? 1e-12f : a);
       return static_cast<std::uint32_t>(static_cast<int>(v >> 23) - 2 + ((v & 0x7FFFFFu) > 0x400000u ? 1 : 0)) & 0xFFu;
     }
-    case E8::aiter_triton_rne: {
+    case E8M0Rule::aiter_triton_rne: {
       const bool up = m > 0x400000u || (m == 0x400000u && (e & 1) != 0);
       return static_cast<std::uint32_t>(clamp(e + (up ? 1 : 0) - 2, 0, 254));
     }
-    case E8::aiter_hip_fp8: {
+    case E8M0Rule::aiter_hip_fp8: {
       int c = static_cast<int>(((u + 0x200000u) & 0x7F800000u) >> 23) - 8;
       if (c < 0) c = 0;
       if (c == 255) c = 254;
       return static_cast<std::uint32_t>(c);
     }
-    case E8::aiter_hip_fp6: return a == 0.0f ? 127u : static_cast<std::uint32_t>(e - 2) & 0xFFu;
+    case E8M0Rule::aiter_hip_fp6: return a == 0.0f ? 127u : static_cast<std::uint32_t>(e - 2) & 0xFFu;
   }
   return 0xFFu;
 }
 
 /// What a block's elements are multiplied by: 2^(127 - code) (exact; 2^-127 is subnormal), or for
 /// aiter_hip_fp8 the float with bits (254 - code) << 23; NaN for 0xFF.
-ATTEST_HD inline float e8m0_multiplier(std::uint32_t code, E8 rule) {
+ATTEST_HD inline float e8m0_multiplier(std::uint32_t code, E8M0Rule rule) {
   if (code == 0xFFu) return quiet_nan();
-  if (rule == E8::aiter_hip_fp8) return ffrom((254u - code) << 23);
+  if (rule == E8M0Rule::aiter_hip_fp8) return ffrom((254u - code) << 23);
   return code == 254u ? ffrom(0x00400000u) : ffrom((254u - code) << 23);
 }
 
 /// MX element code of v (already multiplied). MXINT8: round(v * 64) with the tie rule, clamped to
 /// [-127, 127] (v * 64 is exact unless it overflows, which saturates anyway).
-ATTEST_HD inline std::uint32_t mx_element_code(float v, Fmt elem, Tie tie, Ovf o) {
-  if (elem == Fmt::int8) {
+ATTEST_HD inline std::uint32_t mx_element_code(float v, FormatId elem, Rounding tie, Overflow o) {
+  if (elem == FormatId::int8) {
     std::uint32_t c = encode_int8(v * 64.0f, tie);
     if (c == 0x80u) c = 0x81u;  // -128 -> -127
     return c;
@@ -349,30 +345,30 @@ ATTEST_HD inline void hadamard32_bf16(float* x) {
 /// docs/quantizer-schemes.md "Pre-transforms". `factor` = fl32(sm_scale * 1.44269504).
 ATTEST_HD inline void rotate_prescale_row(float* row, std::int64_t C, const Scheme& s, float factor) {
   switch (s.rotate) {
-    case Rotate::none: break;
-    case Rotate::h128:
+    case Rotation::none: break;
+    case Rotation::h128:
       fwht128(row);
       for (int i = 0; i < 128; ++i) row[i] = row[i] * kH128Norm;
       break;
-    case Rotate::h128_bf16:
+    case Rotation::h128_bf16:
       fwht128(row);
       for (int i = 0; i < 128; ++i) {
         const float scaled = row[i] * kH128Norm;
-        row[i] = round_bf16(scaled * (s.prescale ? factor : 1.0f));
+        row[i] = round_bf16(scaled * (s.prescale == Prescale::sm_log2e ? factor : 1.0f));
       }
       break;
-    case Rotate::h32_bf16:
+    case Rotation::h32_bf16:
       for (std::int64_t b = 0; b + 32 <= C; b += 32) hadamard32_bf16(row + b);
       break;
   }
-  if (s.prescale && s.rotate != Rotate::h128_bf16)
+  if (s.prescale == Prescale::sm_log2e && s.rotate != Rotation::h128_bf16)
     for (std::int64_t c = 0; c < C; ++c) row[c] = row[c] * factor;
 }
 
 /// Smoothing of one value with its channel mean km.
-ATTEST_HD inline float smooth_value(float x, float km, Smooth sm) {
+ATTEST_HD inline float smooth_value(float x, float km, Smoothing sm) {
   const float d = x - km;
-  return sm == Smooth::bf16 ? round_bf16(d) : d;
+  return sm == Smoothing::bf16 ? round_bf16(d) : d;
 }
 
 /// Scale grid: groups per (slab): GT rows of GC columns; `rows` tokens per GT step.
@@ -383,22 +379,22 @@ struct Grid {
 ATTEST_HD inline std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 ATTEST_HD inline Grid grid_of(const Scheme& s, std::int64_t T, std::int64_t C) {
   Grid g;
-  if (s.fam == Fam::cast) {
+  if (s.family == Family::cast) {
     g.global = true;
     return g;
   }
-  if (s.fam == Fam::mx) {
+  if (s.family == Family::mx) {
     g.GT = T;
     g.GC = ceil_div(C, s.block);
     return g;
   }
-  switch (s.gran) {
-    case Gran::tensor: g.global = true; break;
-    case Gran::block: g.rows = s.block; g.GT = ceil_div(T, s.block); break;
-    case Gran::warp: g.rows = s.warp_rows; g.GT = ceil_div(T, g.rows); break;
-    case Gran::thread: g.rows = s.warp_rows; g.GT = ceil_div(T, g.rows); g.GC = s.role_k ? 4 : 8; break;
-    case Gran::token: g.GT = T; break;
-    case Gran::channel: g.GC = C; break;
+  switch (s.granularity) {
+    case Granularity::per_tensor: g.global = true; break;
+    case Granularity::per_block: g.rows = s.block; g.GT = ceil_div(T, s.block); break;
+    case Granularity::per_warp: g.rows = warp_rows(s); g.GT = ceil_div(T, g.rows); break;
+    case Granularity::per_thread: g.rows = warp_rows(s); g.GT = ceil_div(T, g.rows); g.GC = s.role == Role::k ? 4 : 8; break;
+    case Granularity::per_token: g.GT = T; break;
+    case Granularity::per_channel: g.GC = C; break;
   }
   return g;
 }
@@ -406,18 +402,18 @@ ATTEST_HD inline Grid grid_of(const Scheme& s, std::int64_t T, std::int64_t C) {
 ATTEST_HD inline std::int64_t group_index(const Scheme& s, const Grid& g, std::int64_t slab, std::int64_t t, std::int64_t c) {
   if (g.global) return 0;
   std::int64_t gt = 0, gc = 0;
-  if (s.fam == Fam::mx) {
+  if (s.family == Family::mx) {
     gt = t;
     gc = c / s.block;
   } else {
-    switch (s.gran) {
-      case Gran::tensor: return 0;
-      case Gran::block:
-      case Gran::warp: gt = t / g.rows; break;
+    switch (s.granularity) {
+      case Granularity::per_tensor: return 0;
+      case Granularity::per_block:
+      case Granularity::per_warp: gt = t / g.rows; break;
       // The warp height is a multiple of 8: t % 8 is the row's position in its 8-row MMA tile.
-      case Gran::thread: gt = t / g.rows; gc = s.role_k ? (t % 8) / 2 : t % 8; break;
-      case Gran::token: gt = t; break;
-      case Gran::channel: gc = c; break;
+      case Granularity::per_thread: gt = t / g.rows; gc = s.role == Role::k ? (t % 8) / 2 : t % 8; break;
+      case Granularity::per_token: gt = t; break;
+      case Granularity::per_channel: gc = c; break;
     }
   }
   return (slab * g.GT + gt) * g.GC + gc;
@@ -431,25 +427,26 @@ struct GroupScale {
 };
 ATTEST_HD inline GroupScale group_scale(float amax, const Scheme& s) {
   GroupScale g{fbits(1.0f), 1.0f, 1.0f};
-  if (s.fam == Fam::cast) return g;
-  if (s.fam == Fam::mx) {
-    g.stored = e8m0_scale(amax, s.e8, s.elem);
-    g.mult = e8m0_multiplier(g.stored, s.e8);
+  if (s.family == Family::cast) return g;
+  if (s.family == Family::mx) {
+    g.stored = e8m0_scale(amax, s.e8m0, s.element);
+    g.mult = e8m0_multiplier(g.stored, s.e8m0);
     return g;
   }
-  g.scale = uniform_scale(amax, s.rule, s.qmax);
+  g.scale = uniform_scale(amax, s.scale, s.scale_max);
   g.stored = fbits(g.scale);
-  if (s.apply_mul) g.mult = uniform_inverse(amax, s.rule, s.qmax);
+  if (s.apply == ApplyOp::mul) g.mult = uniform_inverse(amax, s.scale, s.scale_max);
   return g;
 }
 
 /// Element code of a prepared value v in a group.
 ATTEST_HD inline std::uint32_t element_code(float v, const GroupScale& g, const Scheme& s) {
-  switch (s.fam) {
-    case Fam::cast: return encode(s.elem, v, s.tie, s.ovf);
-    case Fam::int8: return to_int8(s.apply_mul ? v * g.mult : v / g.scale, s.int_half);
-    case Fam::fp8: return encode(s.elem, s.apply_mul ? v * g.mult : v / g.scale, s.tie, s.ovf);
-    case Fam::mx: return mx_element_code(v * g.mult, s.elem, s.tie, s.ovf);
+  switch (s.family) {
+    case Family::cast: return encode(s.element, v, s.elem_round, s.overflow);
+    case Family::int8: return to_int8(s.apply == ApplyOp::mul ? v * g.mult : v / g.scale, s.int_round == IntRounding::half);
+    case Family::fp8: return encode(s.element, s.apply == ApplyOp::mul ? v * g.mult : v / g.scale, s.elem_round, s.overflow);
+    case Family::mx: return mx_element_code(v * g.mult, s.element, s.elem_round, s.overflow);
+    case Family::identity: break;  // refused on the host (require_device_quantizer)
   }
   return 0u;
 }
