@@ -1,6 +1,7 @@
-"""Where the callback gate judges (issue 33): device="cuda" takes the device engine's oracles
-(FP64 reference on the GPU, emulator on planned blocks, device comparisons), device="cpu" the
-host's as before. What a CPU build can test: the route chosen, the refusal without the CUDA
+"""Where the callback gate judges (issue 33): oracles="device" with device="cuda" takes the
+device engine's oracles (FP64 reference on the GPU, emulator on planned blocks, device
+comparisons); the default is the host's, as before (the device route is opt-in until its first
+GPU run's false failures are understood: docs/results/python-path/README.md). What a CPU build can test: the route chosen, the refusal without the CUDA
 library (one AttestError before any call, never rows blamed on the kernel), spawned workers
 under device oracles, the host route unchanged, and the long case file parsing."""
 from pathlib import Path
