@@ -427,6 +427,13 @@ std::string recipe_refusal(const Recipe& r) {
   return {};
 }
 
+// Block `blk` of `rows` query rows of (b, h), with the keys its last row sees.
+Slice block_slice(const Problem& p, std::int64_t rows, std::int64_t b, std::int64_t h, std::int64_t blk) {
+  Slice s{b, h, blk * rows, std::min(p.seqlen_q, blk * rows + rows), 0};
+  s.kend = std::clamp<std::int64_t>(p.visible_keys(b, s.r1 - 1), 0, p.seqlen_kv);
+  return s;
+}
+
 // std::mt19937_64 is specified bit for bit by the standard and draws are reduced by `%`, so a
 // seed names the same sample on every platform (std::uniform_int_distribution is not).
 Plan plan_blocks(const Problem& p, const SampleArgs& sa, std::uint64_t seed, std::int64_t tile_kv) {
@@ -435,11 +442,7 @@ Plan plan_blocks(const Problem& p, const SampleArgs& sa, std::uint64_t seed, std
   plan.rows = sa.rows;
   const i64 rows = sa.rows, S = p.seqlen_q, T = p.seqlen_kv, B = p.batch, H = p.heads_q;
   const i64 nb = (S + rows - 1) / rows;
-  const auto make = [&](i64 b, i64 h, i64 blk) {
-    Slice s{b, h, blk * rows, std::min(S, blk * rows + rows), 0};
-    s.kend = std::clamp<i64>(p.visible_keys(b, s.r1 - 1), 0, T);
-    return s;
-  };
+  const auto make = [&](i64 b, i64 h, i64 blk) { return block_slice(p, rows, b, h, blk); };
   const auto key = [](const Slice& s) { return std::tuple{s.b, s.h, s.r0}; };
   const auto work = [&](const Slice& s) { return static_cast<double>(s.r1 - s.r0) * s.kend * (p.head_dim + p.head_dim_v); };
   double per_bh = 0;
@@ -552,18 +555,27 @@ Report judge(const JudgeRequest& req) {
 
   Recipe er = c.recipe;
   if (er.exp2 == Exp2Policy::hw) er.exp2 = Exp2Policy::cr;  // as the gate's Context (no bitwise model of hw exp2)
-  double t_gather = 0, t_ref = 0;
-  // Per planned block: its rows of q, out and the reference, its keys (gathered from the caller's
-  // buffers), and the sub-problem (one head, rows [r0, r1), keys [0, kend)).
+  double t_gather = 0, t_ref = 0, t_emu = 0;
+  // The blocks' rows, concatenated: the kernel's (K), the FP64 reference's, the emulator's and
+  // its floor twin's. `parts` keeps each block's sub-problem (its row count: its rows there).
   struct Part {
     Problem ps;
     Tensor qh, kh, vh;
   };
+  struct Emulated {
+    std::vector<Part> parts;
+    ref::AttentionOutput ref;
+    ref::EmulatorOutput emu, rev;
+    Tensor K;
+  };
+  // Per block of `slices`: its rows of q, out and the reference, its keys (gathered from the caller's
+  // buffers), and the sub-problem (one head, rows [r0, r1), keys [0, kend)).
+  const auto emulate_slices = [&](const std::vector<Slice>& slices) {
   std::vector<Part> parts;
   std::vector<Tensor> kt, rt;
   std::map<std::tuple<i64, i64, i64>, std::pair<Tensor, Tensor>> keys;
   const i64 group = p.heads_q / p.heads_kv;
-  for (const auto& s : plan.slices) {
+  for (const auto& s : slices) {
     const i64 g = s.h / group, n = s.r1 - s.r0;
     Part part;
     Problem& ps = part.ps;
@@ -636,16 +648,23 @@ Report judge(const JudgeRequest& req) {
     }
   }
   if (!emu_error.empty()) throw Error("emulator: " + emu_error);
-  const double t_emu = since(t0e);
+  t_emu += since(t0e);
 
-  ref::AttentionOutput ref;
-  ref.out = concat_rows(rt);
-  ref::EmulatorOutput emu, rev;
-  emu.out = concat_rows(eo);
-  emu.out_unrounded = concat_rows(eu);
-  rev.out = concat_rows(fo);
-  rev.out_unrounded = concat_rows(fu);
-  const Tensor K = concat_rows(kt);
+  Emulated r;
+  r.ref.out = concat_rows(rt);
+  r.emu.out = concat_rows(eo);
+  r.emu.out_unrounded = concat_rows(eu);
+  r.rev.out = concat_rows(fo);
+  r.rev.out_unrounded = concat_rows(fu);
+  r.K = concat_rows(kt);
+  r.parts = std::move(parts);
+  return r;
+  };
+  Emulated planned = emulate_slices(plan.slices);
+  const std::vector<Part>& parts = planned.parts;
+  const ref::AttentionOutput& ref = planned.ref;
+  const ref::EmulatorOutput &emu = planned.emu, &rev = planned.rev;
+  const Tensor& K = planned.K;
   // Per planned block (its rows of the concatenations, views): the emulator's and the floor
   // twin's figures, the block rule's budget.
   double b_rel = 0, b_max = 0, f_rel = 0, f_max = 0;
@@ -761,22 +780,80 @@ Report judge(const JudgeRequest& req) {
         bj["worst_max_rel"]["at"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
         bj["worst_max_rel"]["ratio_to_sampled_bound"] = json_number(worst_max_rel_ratio);
       }
-      o.figures["blocks"] = bj;
       // A complete plan is judged by the gate's rule on every row (above); the block rule
       // carries the sampled budget to the rows the emulator did not see.
-      if (want_acc && !blocks.empty() && conformance::verdict_ok(o.verdict)) {
+      if (want_acc && !blocks.empty() && conformance::verdict_ok(o.verdict) && failed_blocks > 0 && !plan.complete) {
         // NaN/Inf are the whole-output scan's (below: count and first element).
-        if (failed_blocks > 0 && !plan.complete) {
-          const auto [b, h, r0, r1] = where(worst);
-          const ErrSums& s = blocks[static_cast<std::size_t>(worst)];
-          o = {Verdict::failed,
-               fmt::format("{} of {} blocks of {} rows outside the block rule; worst: batch {} head {} rows {}-{}: rel_l2 "
-                           "{:.4g} > bound {:.4g} (from {} emulated blocks), max_rel {:.4g}",
-                           failed_blocks, blocks.size(), sa.rows, b, h, r0, r1 - 1, rel_l2(s), br.value_or(NAN),
-                           plan.slices.size(), max_rel(s)),
-               std::move(o.figures)};
+        // A block outside the sampled bound is not yet a failure: the budget came from other
+        // blocks, and some inputs (outlier and sink fills) make one block's emulator error far
+        // larger than another's. The blocks outside it are emulated themselves, worst first,
+        // and each judged by the gate's rule on its own rows (confirm_blocks).
+        constexpr std::size_t kConfirmMax = 16;  // blocks emulated to confirm, worst first
+        std::vector<std::pair<double, i64>> over;
+        for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id) {
+          const ErrSums& s = blocks[static_cast<std::size_t>(id)];
+          if (s.nonfinite_test == 0 && rel_l2(s) > *br) over.emplace_back(rel_l2(s) / std::max(*br, 1e-300), id);
+        }
+        std::sort(over.begin(), over.end(), [](const auto& x, const auto& y) { return x.first > y.first; });
+        if (over.size() > kConfirmMax) over.resize(kConfirmMax);
+        json confirmed = json::array();
+        double extended = *br;
+        std::set<i64> seen;
+        std::optional<Outcome> bad;
+        for (const auto& [ratio, id] : over) {
+          const auto [b, h, r0, r1] = where(id);
+          const Emulated e = emulate_slices({block_slice(p, sa.rows, b, h, r0 / sa.rows)});
+          const Outcome oi = judge_accuracy(row, e.K, Tensor{}, e.ref, e.emu, e.rev);
+          const ErrSums be = sums_of(ref_of(e.emu.out), ref_of(e.ref.out)),
+                        bf = sums_of(ref_of(e.rev.out_unrounded), ref_of(e.emu.out_unrounded));
+          const double own = bound("rel_l2", rel_l2(be), rel_l2(bf)).value_or(*br);
+          extended = std::max(extended, own);
+          seen.insert(id);
+          confirmed.push_back({{"at", {{"batch", b}, {"head", h}, {"rows", {r0, r1}}}},
+                               {"rel_l2", rel_l2(blocks[static_cast<std::size_t>(id)])},
+                               {"own_budget_rel_l2", rel_l2(be)},
+                               {"own_bound_rel_l2", own},
+                               {"verdict", std::string(verdict_name(oi.verdict))}});
+          if (!conformance::verdict_ok(oi.verdict)) {
+            bad = Outcome{Verdict::failed,
+                          fmt::format("{} of {} blocks of {} rows outside the block rule (bound {:.4g} from {} emulated "
+                                      "blocks); confirmed by the block's own emulation: batch {} head {} rows {}-{}: {}",
+                                      failed_blocks, blocks.size(), sa.rows, *br, plan.slices.size(), b, h, r0, r1 - 1,
+                                      oi.reason),
+                          {}};
+            break;
+          }
+        }
+        i64 beyond = 0, first_beyond = -1;
+        if (!bad)
+          for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id) {
+            const ErrSums& s = blocks[static_cast<std::size_t>(id)];
+            if (s.nonfinite_test == 0 && !seen.count(id) && rel_l2(s) > extended && beyond++ == 0) first_beyond = id;
+          }
+        bj["confirmation"] = {{"rule",
+                               "blocks outside the sampled bound are emulated themselves (worst first, at most 16) and "
+                               "judged by the gate's rule on their own rows; the rest must stay within the largest bound "
+                               "seen"},
+                              {"emulated", confirmed.size()},
+                              {"blocks", confirmed},
+                              {"extended_bound_rel_l2", extended},
+                              {"beyond_extended_bound", beyond}};
+        if (!bad && beyond > 0) {
+          const auto [b, h, r0, r1] = where(first_beyond);
+          bad = Outcome{Verdict::failed,
+                        fmt::format("{} of {} blocks of {} rows outside the block rule; the {} worst, emulated to confirm, "
+                                    "pass on their own budgets, but {} more exceed the largest of those bounds ({:.4g}); "
+                                    "first: batch {} head {} rows {}-{}: rel_l2 {:.4g}",
+                                    failed_blocks, blocks.size(), sa.rows, confirmed.size(), beyond, extended, b, h, r0,
+                                    r1 - 1, rel_l2(blocks[static_cast<std::size_t>(first_beyond)])),
+                        {}};
+        }
+        if (bad) {
+          bad->figures = std::move(o.figures);
+          o = std::move(*bad);
         }
       }
+      o.figures["blocks"] = bj;
     } else {
       o = judge_bitwise(c.recipe, K, emu, plan);
     }

@@ -70,11 +70,50 @@ TEST(Engine, ABlockZeroedOutsideTheSampleFailsAndIsNamed) {
   const auto rep = judge(f.request(1 << 22));
   const auto& acc = rep.results[0].outcome;
   EXPECT_EQ(acc.verdict, Verdict::failed);
-  EXPECT_NE(acc.reason.find("1 of 44 blocks of 64 rows outside the block rule; worst: batch 0 head 2 rows 320-383"),
-            std::string::npos)
+  EXPECT_NE(acc.reason.find("1 of 44 blocks of 64 rows outside the block rule"), std::string::npos) << acc.reason;
+  // The block is emulated itself and fails the gate's rule on its own rows: a confirmed failure.
+  EXPECT_NE(acc.reason.find("confirmed by the block's own emulation: batch 0 head 2 rows 320-383"), std::string::npos)
       << acc.reason;
+  const auto& conf = acc.figures.at("blocks").at("confirmation");
+  EXPECT_EQ(conf.at("emulated"), 1);
+  EXPECT_NE(conf.at("blocks").at(0).at("verdict"), "passed");  // mistrusted: the block is all zero
+  EXPECT_EQ(conf.at("blocks").at(0).at("at").at("rows").at(0), 320);
   EXPECT_EQ(rep.results[1].outcome.verdict, Verdict::passed);  // bitwise sees the emulated rows only, and says so
   EXPECT_EQ(rep.exit_code, 1);
+}
+
+// A kernel whose error in every block is 1.45 x the emulator's there (FP64 + 1.45 (emulator - FP64)):
+// within the gate's rule on any block's own rows (alpha = 1.5 for bf16), yet blocks
+// whose own emulator error is larger than the sampled blocks' leave the sampled bound. The
+// confirmation emulates those and clears them: no false alarm, and the figures say so.
+TEST(Engine, BlocksOutsideTheSampledBoundThatPassOnTheirOwnBudgetAreCleared) {
+  Fixture f;
+  f.c.dist = datasets::Distribution::outlier;  // block-to-block spread of the emulator's own error
+  f.in = datasets::generate_qkv(f.c.problem, f.c.dist, f.c.seed);
+  const auto emu = ref::emulate(f.c.problem, f.c.recipe, f.in.q, f.in.k, f.in.v).out.contiguous();
+  const auto r64 = ref::attention(f.c.problem, f.in.q, f.in.k, f.in.v, ref::Precision::fp64).out.contiguous();
+  f.out = emu;
+  float* o = f.out.data<float>();
+  const float* e = emu.data<float>();
+  for (std::int64_t i = 0; i < f.out.numel(); ++i) {
+    const double r = r64.dtype() == DType::f64 ? r64.data<double>()[i] : r64.data<float>()[i];
+    o[i] = static_cast<float>(r + 1.45 * (static_cast<double>(e[i]) - r));
+  }
+  auto req = f.request(1 << 21);
+  req.checks = {"accuracy"};
+  const auto rep = judge(req);
+  const auto& acc = rep.results[0].outcome;
+  EXPECT_EQ(acc.verdict, Verdict::passed) << acc.reason;
+  const auto& blocks = acc.figures.at("blocks");
+  ASSERT_GT(blocks.at("failed").get<int>(), 0) << "no block left the sampled bound: the test shows nothing";
+  const auto& conf = blocks.at("confirmation");
+  EXPECT_GE(conf.at("emulated").get<int>(), 1);
+  EXPECT_EQ(conf.at("beyond_extended_bound"), 0);
+  for (const auto& b : conf.at("blocks")) {
+    EXPECT_EQ(b.at("verdict"), "passed");
+    EXPECT_GT(b.at("rel_l2").get<double>(), blocks.at("rule").at("bound_rel_l2").get<double>());
+    EXPECT_LE(b.at("rel_l2").get<double>(), b.at("own_bound_rel_l2").get<double>());
+  }
 }
 
 TEST(Engine, CallLogJudgesRerunsAliasesAndTheInputGuard) {

@@ -234,7 +234,9 @@ def test_every_block_is_judged_and_the_worst_is_named():
     assert not res.stats["sample"]["complete"] and outside_sample(res, 5, 320), "the plant must lie outside the sample"
     row = res.rows[0]
     assert row["verdict"] == "failed", res.markdown()
-    assert "1 of 128 blocks of 64 rows outside the block rule; worst: batch 0 head 5 rows 320-383" in row["reason"]
+    assert "1 of 128 blocks of 64 rows outside the block rule" in row["reason"]
+    # Emulated itself, the block fails the gate's rule on its own rows: a confirmed failure.
+    assert "confirmed by the block's own emulation: batch 0 head 5 rows 320-383" in row["reason"]
     blocks = row["figures"]["blocks"]
     assert blocks["worst"]["at"] == {"batch": 0, "head": 5, "rows": [320, 384]}
     assert blocks["worst"]["rel_l2"] == pytest.approx(1.0)  # a zero block is 100 % wrong
@@ -244,7 +246,8 @@ def test_every_block_is_judged_and_the_worst_is_named():
     res = case(scale_off_in_one_head, problem, checks=("accuracy",), sample_macs=2 ** 23)
     assert outside_sample(res, 6)
     row = res.rows[0]
-    assert row["verdict"] == "failed" and "worst: batch 0 head 6 rows" in row["reason"], res.markdown()
+    assert row["verdict"] == "failed" and "confirmed by the block's own emulation: batch 0 head 6 rows" in row["reason"], \
+        res.markdown()
     assert row["figures"]["blocks"]["failed"] >= 8  # the head's blocks, not one unlucky block
 
 

@@ -69,3 +69,31 @@ def test_probe_on_torch_cpu_sdpa_makes_its_smoke_gate_pass():
 def test_probe_input_errors_are_one_line():
     with pytest.raises(attest.AttestError, match="probe: unknown declaration 'masks_'"):
         attest.probe(torch_sdpa, masks_=("none",))
+
+
+def wrong_on_unaligned_rows(q, k, v, *, causal, scale):
+    """A planted defect of the kind torch SDPA shows on CUDA (docs/results/python-path/findings.md):
+    no error, other values, when a row of q, k or v is not a multiple of 16 bytes."""
+    out = control(q, k, v, causal=causal, scale=scale)
+    if any(x.stride(-2) * x.element_size() % 16 for x in (q, k, v)):
+        out = out * (1 + 2.0 ** -8)
+    return out
+
+
+def test_probe_names_wrong_values_on_unaligned_rows_a_defect():
+    res = attest.gate(wrong_on_unaligned_rows, recipe="f32", dtype="float32", cases="smoke")
+    assert not res.passed and any(r["check"] == "layout" for r in res.failures), res.summary
+
+    p = attest.probe(wrong_on_unaligned_rows, recipe="f32", dtype="float32")
+    assert p["min_alignment"] == 16
+    assert p.evidence["min_alignment"].startswith("DEFECT: ") and "without an error" in p.evidence["min_alignment"]
+    # The contiguous copies of the same values: the control's bits, so the probe saw exactly the
+    # rows the planted defect changes (every output of the 2 x 64 x 64 call).
+    assert "8192 of 8192 outputs differ" in p.evidence["min_alignment"]
+    res = attest.gate(wrong_on_unaligned_rows, recipe="f32", cases="smoke", **p)
+    assert res.passed, [(r["check"], r["problem"], r["verdict"], r["reason"]) for r in res.failures]
+    assert "row_align=4" in res.summary  # 16 bytes of float32, shown on the coverage line
+
+
+def test_probe_declares_no_alignment_for_a_kernel_right_on_any_rows():
+    assert "min_alignment" not in attest.probe(control, recipe="f32", dtype="float32")

@@ -5,13 +5,15 @@ device), with the CUDA libattest_py of build/py-cuda-bundle (scripts/device/buil
 Writes one JSON (argv[1]) with:
   card, torch, attest_gpu_backend
   cuda_build_gate       {error_rows, passed, counts, seconds, oracles}: torch SDPA, cases="smoke",
-                        device="cuda", isolate=True, declarations from attest.probe
+                        device="cuda", isolate=True, declarations from attest.probe, host oracles
+  cuda_build_gate_device  the same gate with oracles="device" (the two routes' verdicts compared)
   spawned_closure_gate  {error_rows, counts, methods}: CUDA initialised in this process first,
                         then a closure with supports=lambda gated on smoke: workers are spawned
   pair_flash_cudnn      {failed_rows, counts}: attest.pair of SDPA forced to FLASH_ATTENTION vs
                         CUDNN_ATTENTION, contract="accuracy", smoke, declarations per side
   casefile_s            seconds of the gate on docs/results/python-path/cases.txt with every check
-                        (the goal: <= 30 s on an H100), with casefile {counts, passed, ...}
+                        (the goal: <= 30 s on an H100) with oracles="device", with casefile {counts,
+                        passed, ...}; casefile_host_s / casefile_host: the same with host oracles
 Each part runs in its own try/except (an error string instead of its figures); the JSON is
 rewritten after every part, so a run stopped by a time limit keeps what finished.
 
@@ -117,13 +119,14 @@ def main() -> int:
     save()
     declared: dict = {}
 
-    def cuda_build_gate():
-        declared.update(dict(attest.probe(sdpa, device="cuda")))
+    def cuda_build_gate(oracles="host"):
+        if not declared:
+            declared.update(dict(attest.probe(sdpa, device="cuda")))
         t0 = time.perf_counter()
-        res = attest.gate(sdpa, cases="smoke", name="sdpa_smoke", **declared)
+        res = attest.gate(sdpa, cases="smoke", name="sdpa_smoke", oracles=oracles, **declared)
         secs = time.perf_counter() - t0
         return {"error_rows": error_rows(res.results), "passed": res.passed, "counts": counts(res),
-                "seconds": round(secs, 1), "oracles": oracles_line(res),
+                "seconds": round(secs, 1), "oracles": oracles_line(res) or oracles,
                 "methods": sorted({w["method"] for w in res.report.get("workers", [])}),
                 "declared": {k: repr(v) for k, v in declared.items()}, "problems": first_problems(res.results)}
 
@@ -155,22 +158,28 @@ def main() -> int:
                 "counts": c, "exit_code": rc, "seconds": round(time.perf_counter() - t0, 1),
                 "problems": first_problems(results)}
 
-    def casefile():
+    def casefile(oracles="device"):
         if not declared:
             declared.update(dict(attest.probe(sdpa, device="cuda")))
         t0 = time.perf_counter()
-        # The device oracles (opt-in): the goal's route; the host route is the 260 s one.
-        res = attest.gate(sdpa, cases=str(CASES), name="sdpa_long", oracles="device", **declared)
+        res = attest.gate(sdpa, cases=str(CASES), name="sdpa_long", oracles=oracles, **declared)
         secs = time.perf_counter() - t0
-        summary["casefile_s"] = round(secs, 1)
-        return {"seconds": round(secs, 1), "counts": counts(res), "passed": res.passed,
-                "error_rows": error_rows(res.results), "oracles": oracles_line(res),
+        key = "casefile_s" if oracles == "device" else f"casefile_{oracles}_s"
+        summary[key] = round(secs, 1)
+        return {"seconds": round(secs, 1), "counts": counts(res), "passed": res.passed, "oracles": oracles,
+                "error_rows": error_rows(res.results), "oracles_line": oracles_line(res),
                 "check_seconds": check_seconds(res.results), "stats": res.stats,
+                "slowest": [f"{r['check']} {r['problem']} {r.get('dist')}: {float(r.get('seconds') or 0):.2f} s {r['verdict']}"
+                            for r in sorted(res.results, key=lambda r: -float(r.get("seconds") or 0))[:12]],
                 "problems": first_problems(res.results, 10)}
 
-    # The case file second: the goal's number, before the parts a time limit could cut.
+    # The host-oracle gate first (the default route), then the case file on the device engine (the
+    # goal's number) and on the host, the same smoke gate on the device engine (the two routes'
+    # verdicts side by side), then the parts that need CUDA in this process.
     part("cuda_build_gate", cuda_build_gate)
     part("casefile", casefile)
+    part("casefile_host", lambda: casefile("host"))
+    part("cuda_build_gate_device", lambda: cuda_build_gate("device"))
     part("spawned_closure_gate", spawned_closure_gate)
     part("pair_flash_cudnn", pair_flash_cudnn)
     card()
