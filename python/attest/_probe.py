@@ -6,7 +6,7 @@ kernel did into gate() keywords:
 
   gqa, head_dim_v, cross, causal_cross, head_dims   a call of that shape raised (the message is
                                                     the evidence)
-  ftz        outputs that FP64 puts at >= 2^-128 came back 0 (V scaled by 2^-130, as the
+  ftz        outputs that FP64 puts at >= 2^-132 came back 0 (V scaled by 2^-130, as the
              subnormal check feeds it)
   accept     {"nonfinite": ...}: a NaN in V at key 5, causally masked from query row 0, made
              row 0 NaN (the NaN policy the nonfinite check holds kernels to)
@@ -98,7 +98,10 @@ def _limits(spec) -> dict:
         vs = (v * 2.0 ** -130).to(dtype)
         ref = torch.softmax((q.to(dtype).double() @ k.to(dtype).double().transpose(-1, -2)) / 8.0, -1) @ vs.double()
         out = call(q, k, vs.float())
-        big = ref.abs() >= 2.0 ** -128  # far above the smallest subnormal of float32 and bf16
+        # Outputs are weighted means of V: mostly below 2^-130 themselves. 2^-132 is twice bf16's
+        # smallest subnormal (2^-133), so every output counted here survives the output rounding;
+        # a threshold at 2^-128 counted almost none, and a flushing kernel went undeclared.
+        big = ref.abs() >= 2.0 ** -132
         got["flushed"] = (int(((out == 0) & big).sum()), int(big.sum()))
     if any(m in spec.masks for m in ("causal_tl", "causal_br")):  # S = T: both conventions agree
         vn = v.clone()
@@ -180,7 +183,7 @@ def run(spec, given: dict, timeout: float) -> Probe:
         why["head_dims"] = "; ".join(f"d={d} refused: {e}" for d, e in r["head_dims"].items() if e)
     if "flushed" in r and r["flushed"][0]:
         decl["ftz"] = True
-        why["ftz"] = f"{r['flushed'][0]} of {r['flushed'][1]} outputs >= 2^-128 came back 0 (V scaled by 2^-130)"
+        why["ftz"] = f"{r['flushed'][0]} of {r['flushed'][1]} outputs >= 2^-132 came back 0 (V scaled by 2^-130)"
     if r.get("nan_row0"):
         decl["accept"] = {**decl.get("accept", {}), "nonfinite": NAN_LEAK}
         why["accept"] = "V[0,0,5] = NaN, causal, S = T = 64: output row 0 (which sees key 0 only) is NaN"

@@ -61,7 +61,9 @@ def test_probe_on_torch_cpu_sdpa_makes_its_smoke_gate_pass():
     v = (v.float() * 2.0 ** -130).bfloat16()
     out = torch_sdpa(q, k, v, causal=False, scale=0.125)
     ref = torch.softmax(q.double() @ k.double().transpose(-1, -2) * 0.125, -1) @ v.double()
-    assert p.get("ftz", False) == bool(((out == 0) & (ref.abs() >= 2.0 ** -128)).any())
+    big = ref.abs() >= 2.0 ** -132
+    assert int(big.sum()) > 1000  # the probe's subnormal call has outputs to look at
+    assert p.get("ftz", False) == bool(((out == 0) & big).any())
     res = attest.gate(torch_sdpa, recipe="bf16", cases="smoke", **p)
     assert res.passed, [(r["check"], r["problem"], r["verdict"], r["reason"]) for r in res.failures]
 
@@ -97,3 +99,18 @@ def test_probe_names_wrong_values_on_unaligned_rows_a_defect():
 
 def test_probe_declares_no_alignment_for_a_kernel_right_on_any_rows():
     assert "min_alignment" not in attest.probe(control, recipe="f32", dtype="float32")
+
+
+def flushes_subnormal_outputs(q, k, v, *, causal, scale):
+    """A planted flush-to-zero kernel: outputs below float32's normal range written as 0."""
+    out = control(q, k, v, causal=causal, scale=scale)
+    return torch.where(out.abs() < 2.0 ** -126, torch.zeros_like(out), out)
+
+
+def test_probe_declares_ftz_for_a_kernel_that_flushes_subnormal_outputs():
+    p = attest.probe(flushes_subnormal_outputs, recipe="bf16")
+    assert p.get("ftz") is True, p.evidence
+    res = attest.gate(flushes_subnormal_outputs, recipe="bf16", cases="smoke", check="subnormal")
+    assert not res.passed  # undeclared, the flush fails the subnormal check
+    res = attest.gate(flushes_subnormal_outputs, recipe="bf16", cases="smoke", check="subnormal", **p)
+    assert res.passed, [(r["check"], r["problem"], r["verdict"], r["reason"]) for r in res.failures]
