@@ -6,14 +6,12 @@ from __future__ import annotations
 
 import ctypes
 import time
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from . import _native as N
 
-if TYPE_CHECKING:  # the declaration type lives with the gate's binding
-    from ._bridge import Spec
+from ._spec import Spec
 
 CPU_CONFIGS = ("contig", "batch2")
 CUDA_CONFIGS = ("graph", "graph_side", "stream2", "churn")
