@@ -23,6 +23,10 @@ struct Params {
   const i64* cu_q;
   const i64* cu_kv;
   TensorRef q, k, v, out, lse;
+  // K/V tile copies of the MMA path (set by the host, kv_copy_mode): 0 element by element with
+  // 64-bit offsets; 1 element by element with 32-bit offsets inside the tile; 2 the same in
+  // 16-byte pieces (innermost stride 1, every other stride and both bases 16-byte aligned).
+  int kv_copy;
 };
 
 __device__ inline i64 len_q(const Params& p, i64 b) { return p.cu_q ? p.cu_q[b + 1] - p.cu_q[b] : p.seqlen_q; }
@@ -54,11 +58,11 @@ __device__ inline void store(const TensorRef& t, i64 off, double v) {
   else static_cast<float*>(data)[off] = static_cast<float>(v);
 }
 
-// Max that keeps NaN: once a NaN logit is seen the row stays NaN, as in the reference.
+// Max that keeps NaN: once a NaN logit is seen the row stays NaN, as in the reference. Selects,
+// not branches: it runs on every logit of the MMA path.
 __device__ inline double nan_max(double a, double b) {
-  if (a != a) return a;
-  if (b != b) return b;
-  return a > b ? a : b;
+  const double m = a > b ? a : b;
+  return (a != a || b != b) ? a + b : m;  // a + b is NaN when either is
 }
 
 __device__ inline void write_lse(const Params& p, i64 b, i64 h, i64 i, double m, double l) {
@@ -217,16 +221,45 @@ __device__ inline double quad_max(double x) {
 
 // Starts the copy of key tile [j0, j0+16) of K and V into `ks`/`vs` (element type TIn, row
 // stride ld). Keys at or beyond `max_hi` (seen by no row of the block) are never read: their
-// slots get zeros.
+// slots get zeros. Modes (Params::kv_copy): the tile's base pointers once per tile and 32-bit
+// offsets inside it, in 16-byte pieces where the layout allows (fewer instructions per MMA:
+// this loop runs on every tile of every block).
 template <class TIn, int D>
 __device__ inline void copy_kv_tile(const Params& p, TIn* ks, TIn* vs, int ld, i64 b, i64 g, i64 j0, i64 max_hi) {
-  for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) {
-    const int r = idx / D, c = idx % D;
-    const bool in = j0 + r < max_hi;
-    const i64 ok = in ? offset(p.k, p.cu_kv, b, j0 + r, g, c) : 0;
-    const i64 ov = in ? offset(p.v, p.cu_kv, b, j0 + r, g, c) : 0;
-    cp_async<sizeof(TIn)>(ks + r * ld + c, static_cast<const TIn*>(p.k.data) + ok, in ? sizeof(TIn) : 0);
-    cp_async<sizeof(TIn)>(vs + r * ld + c, static_cast<const TIn*>(p.v.data) + ov, in ? sizeof(TIn) : 0);
+  const i64 left = max_hi - j0;
+  const int nin = left < kMmaKeys ? static_cast<int>(left) : kMmaKeys;  // rows of the tile to read
+  const TIn* k0 = static_cast<const TIn*>(p.k.data);
+  const TIn* v0 = static_cast<const TIn*>(p.v.data);
+  if (p.kv_copy == 0) {
+    for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) {
+      const int r = idx / D, c = idx % D;
+      const bool in = r < nin;
+      const i64 ok = in ? offset(p.k, p.cu_kv, b, j0 + r, g, c) : 0;
+      const i64 ov = in ? offset(p.v, p.cu_kv, b, j0 + r, g, c) : 0;
+      cp_async<sizeof(TIn)>(ks + r * ld + c, k0 + ok, in ? sizeof(TIn) : 0);
+      cp_async<sizeof(TIn)>(vs + r * ld + c, v0 + ov, in ? sizeof(TIn) : 0);
+    }
+  } else {
+    const TIn* kb = k0 + offset(p.k, p.cu_kv, b, j0, g, 0);
+    const TIn* vb = v0 + offset(p.v, p.cu_kv, b, j0, g, 0);
+    const int k1 = static_cast<int>(p.k.stride[1]), k3 = static_cast<int>(p.k.stride[3]);
+    const int v1 = static_cast<int>(p.v.stride[1]), v3 = static_cast<int>(p.v.stride[3]);
+    if (p.kv_copy == 2) {
+      constexpr int W = 16 / sizeof(TIn), DW = D / W;  // elements per piece, pieces per row
+      for (int idx = threadIdx.x; idx < kMmaKeys * DW; idx += kMmaThreads) {
+        const int r = idx / DW, c = (idx % DW) * W;
+        const bool in = r < nin;
+        cp_async<16>(ks + r * ld + c, in ? kb + (r * k1 + c) : k0, in ? 16 : 0);
+        cp_async<16>(vs + r * ld + c, in ? vb + (r * v1 + c) : v0, in ? 16 : 0);
+      }
+    } else {
+      for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) {
+        const int r = idx / D, c = idx % D;
+        const bool in = r < nin;
+        cp_async<sizeof(TIn)>(ks + r * ld + c, in ? kb + (r * k1 + c * k3) : k0, in ? sizeof(TIn) : 0);
+        cp_async<sizeof(TIn)>(vs + r * ld + c, in ? vb + (r * v1 + c * v3) : v0, in ? sizeof(TIn) : 0);
+      }
+    }
   }
   cp_async_commit();
 }
@@ -332,16 +365,33 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
 
     // Masking replaces the logits of invisible keys by -inf, so their K values (NaN included)
     // never reach m, p or l.
+    // Keys below min_hi are visible to every row: the compare runs on the tiles that have
+    // masked keys only (a uniform branch), in 32 bits relative to the tile.
     double tile_max[2] = {-INFINITY, -INFINITY};
+    if (j0 + kMmaKeys <= min_hi) {
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+      for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int v = 0; v < 4; ++v) {
-        const int r = v >> 1;
-        const i64 j = j0 + n * 8 + 2 * tig + (v & 1);
-        s[n][v] = j < hi[r] ? p.scale * s[n][v] : -INFINITY;
-        tile_max[r] = nan_max(tile_max[r], s[n][v]);
+        for (int v = 0; v < 4; ++v) {
+          s[n][v] = p.scale * s[n][v];
+          tile_max[v >> 1] = nan_max(tile_max[v >> 1], s[n][v]);
+        }
+    } else {
+      int lim[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const i64 left = hi[r] - j0;
+        lim[r] = left <= 0 ? 0 : left < kMmaKeys ? static_cast<int>(left) : kMmaKeys;
       }
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int r = v >> 1;
+          s[n][v] = n * 8 + 2 * tig + (v & 1) < lim[r] ? p.scale * s[n][v] : -INFINITY;
+          tile_max[r] = nan_max(tile_max[r], s[n][v]);
+        }
+    }
     double alpha[2], shift[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
@@ -428,9 +478,29 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
 }
 #endif  // ATTEST_GPU_NVIDIA
 
+// The MMA path's K/V copy mode (Params::kv_copy): 32-bit offsets inside a 16-key tile when they
+// fit, 16-byte pieces when the innermost stride is 1 and every other stride and both base
+// pointers are 16-byte aligned.
+int kv_copy_mode(const Ref64Args& a) {
+#if defined(ATTEST_GPU_NVIDIA)
+  const std::int64_t esize = a.k.dtype == DType::f64 ? 8 : 4, lim = 0x7FFFFFFF;
+  bool fits = true, vec = true;
+  for (const TensorRef* t : {&a.k, &a.v}) {
+    const std::int64_t s1 = t->stride[1], s3 = t->stride[3];
+    fits = fits && s1 >= 0 && s3 >= 0 && (kMmaKeys - 1) * s1 + (a.head_dim - 1) * s3 < lim;
+    vec = vec && s3 == 1 && reinterpret_cast<std::uintptr_t>(t->data) % 16 == 0;
+    for (int d = 0; d < 3; ++d) vec = vec && (t->stride[d] * esize) % 16 == 0;
+  }
+  return !fits ? 0 : vec ? 2 : 1;
+#else
+  (void)a;
+  return 0;  // no MMA path
+#endif
+}
+
 Params to_params(const Ref64Args& a) {
   return {a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_kv, a.head_dim, a.head_dim_v, static_cast<int>(a.mask),
-          a.scale, a.cu_q, a.cu_kv, a.q, a.k, a.v, a.out, a.lse};
+          a.scale, a.cu_q, a.cu_kv, a.q, a.k, a.v, a.out, a.lse, kv_copy_mode(a)};
 }
 
 void validate(const Ref64Args& a) {
