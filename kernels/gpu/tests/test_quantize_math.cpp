@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "attest/kernels/gpu/quantize.hpp"
 #include "attest/kernels/gpu/quantize_math.hpp"
 #include "attest/reference/formats.hpp"
+#include "attest/reference/hadamard.hpp"
 #include "attest/reference/quantize.hpp"
 #include "quantize_schemes.hpp"
 
@@ -163,6 +165,12 @@ TEST(DeviceQuantizeMath, EncodeMatchesReferenceCodec) {
       const std::uint32_t ef = e < -126 ? 0u : e > 127 ? 255u : static_cast<std::uint32_t>(e + 127);
       for (std::uint32_t sgn : {0u, 0x80000000u}) xs.push_back(ffrom(sgn | (ef << 23) | m));
     }
+  // Every tie point of every format and its neighbours: the top 8 mantissa bits in all patterns,
+  // the bits below zero, one ulp less, one ulp more (ties of formats with up to 7 mantissa bits
+  // are exactly such patterns), over every exponent and both signs.
+  for (std::uint32_t se = 0; se < 512; ++se)
+    for (std::uint32_t top = 0; top < 256; ++top)
+      for (const std::uint32_t d : {0x7FFFFFu, 0u, 1u}) xs.push_back(ffrom(((se << 23) | (top << 15)) + d));
   for (int i = 0; i < 20000; ++i) xs.push_back(ffrom(static_cast<std::uint32_t>(rng())));
   xs.push_back(std::numeric_limits<float>::quiet_NaN());
   xs.push_back(-std::numeric_limits<float>::quiet_NaN());
@@ -185,6 +193,29 @@ TEST(DeviceQuantizeMath, EncodeMatchesReferenceCodec) {
 
 namespace attest::gpu {
 namespace {
+
+// hadamard32_bf16's shared-prefix evaluation against the reference's 32 sequential chains, on
+// blocks of mixed magnitudes (sums that round), exact ties, zeros of both signs and Inf.
+TEST(DeviceQuantizeMath, Hadamard32MatchesTheReference) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::uniform_int_distribution<int> ex(-30, 30), pick(0, 31);
+  std::size_t bad = 0;
+  for (int b = 0; b < 20000; ++b) {
+    float x[32], y[32];
+    for (int j = 0; j < 32; ++j) {
+      x[j] = std::ldexp(nd(rng), ex(rng) / (b % 4 + 1));
+      if (pick(rng) == 0) x[j] = (b & 1) != 0 ? -0.0f : 0.0f;
+    }
+    if (b % 97 == 0) x[b % 32] = std::numeric_limits<float>::infinity();
+    std::memcpy(y, x, sizeof x);
+    hadamard32_bf16(x);
+    ref::hadamard32_bf16(std::span<float>(y, 32));
+    for (int j = 0; j < 32; ++j)
+      if (fbits(x[j]) != fbits(y[j]) && !(is_nan(x[j]) && is_nan(y[j]))) ++bad;
+  }
+  EXPECT_EQ(bad, 0u);
+}
 
 // The device quantizers keep their own bit-level constants (fmt_info); they must describe the
 // rows of core's format table they are indexed by.
@@ -224,3 +255,4 @@ TEST(DeviceQuantizeMath, TheIdentityIsNotADeviceQuantizer) {
 
 }  // namespace
 }  // namespace attest::gpu
+
