@@ -633,7 +633,7 @@ void quantize_device(const Scheme& s, const QuantizeArgs& a, void* stream_ptr) {
   const qf::FastInput fin{a.lead0, a.lead1, T, C, {a.stride[0], a.stride[1], a.stride[2], a.stride[3]}, a.x, a.codes};
   auto* km = s.smooth != Smoothing::none ? reinterpret_cast<float*>(ws + lay.km) : nullptr;
   if (km != nullptr && n * C > 0) {
-    if (a.mean_in == nullptr && qf::mean_stream_ok(fin)) {
+    if (a.mean_in == nullptr && a.allow_fast && qf::mean_stream_ok(fin)) {
       const MeanArgs ma{a.x, a.stride[0], a.stride[1], static_cast<std::int32_t>(a.lead1), static_cast<std::int32_t>(a.stride[2]),
                         static_cast<std::int32_t>(T), static_cast<std::int32_t>(C), static_cast<std::int32_t>(C / qf::kMeanStrip),
                         s.smooth, km};
@@ -646,7 +646,7 @@ void quantize_device(const Scheme& s, const QuantizeArgs& a, void* stream_ptr) {
       ATTEST_GPU_CHECK(hipMemcpyAsync(a.mean_out, km, static_cast<std::size_t>(n * C) * 4, hipMemcpyDeviceToDevice, stream));
   }
 
-  const qf::FastPlan plan = qf::plan_fast(s, fin);
+  const qf::FastPlan plan = a.allow_fast ? qf::plan_fast(s, fin) : qf::FastPlan{};
   if (plan.ok) {
     qf::FastArgs fa = plan.args;
     fa.x = a.x;
