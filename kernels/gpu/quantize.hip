@@ -1,5 +1,25 @@
-// Device quantizers (attest/kernels/gpu/quantize.hpp). The scalar arithmetic is quantize_math.hpp,
-// shared with a CPU test; this file only schedules it:
+// Device quantizers (attest/kernels/gpu/quantize.hpp). The scalar arithmetic is quantize_math.hpp
+// and the per-thread work of the fast path quantize_fast.hpp, both shared with a CPU test; this
+// file schedules them.
+//
+// Fast path (quantize_fast.hpp's plan_fast decides; the common case: unit channel stride, C / V a
+// power of two <= 32, aligned rows, 32-bit extents). One kernel per (element format, family, V)
+// whose threads own 32 values each (K chunks of V consecutive channels, 16-byte loads, packed
+// 8/16-byte code stores), with all pre-transforms in registers (smoothing, rotation with the
+// 128-channel FWHT's last two stages across the row's 4 lanes, prescale):
+//   casts: element-wise;
+//   per_token, mx: the group's lanes combine their maxima by warp shuffles (xor butterflies
+//     inside aligned lane segments), every lane then derives the group's scale itself;
+//   per_block / per_warp / per_thread: one block per span of R rows; row lanes combine by
+//     shuffles, one lane per row then an atomicMax into the span's 1, 4 or 8 shared maxima;
+//   per_tensor / per_channel: an amax pass (same loads and pre-transforms; registers, then warp
+//     shuffles, then one shared and one global atomicMax per block and group), the scales
+//     kernel, then the element-wise codes kernel (the input is read twice).
+// The smoothing mean streams the tokens of a 32-channel strip through shared memory (a block's
+// threads load, one lane per channel sums in double in token order, as the reference).
+//
+// Generic path (anything else: other strides, alignments or shapes): the original kernels,
+// 64-bit indices:
 //   1. smoothing mean (one thread per (slab, channel): sum in double in token order, as the
 //      reference), then pre-transforms (smoothing, rotation, prescale) into a contiguous
 //      workspace copy, only when the scheme has any;
@@ -9,11 +29,12 @@
 //   2b. groups spanning the tensor (per_tensor, per_channel): amax kernel (block partial maxima,
 //      one global atomicMax each), a scales kernel, then an elementwise codes kernel.
 // The amax is a max over |x| bits (NaN above everything), so its result does not depend on the
-// order of the atomics: the outputs are deterministic and equal to the reference's.
+// order of the atomics or shuffles: the outputs are deterministic and equal to the reference's.
 #include "attest/kernels/gpu/quantize.hpp"
 
 #include <string>
 
+#include "attest/kernels/gpu/quantize_fast.hpp"
 #include "runtime.hpp"
 
 namespace attest::gpu {
@@ -240,6 +261,298 @@ __global__ void codes_kernel(Src x, Scheme s, i64 n, i64 T, i64 C, const GroupSc
 
 __global__ void one_kernel(float* p) { *p = 1.0f; }
 
+// ---- fast path (quantize_fast.hpp) ----
+
+__device__ inline std::uint32_t shfl_xor_u32(std::uint32_t v, int mask) {
+#if defined(ATTEST_GPU_NVIDIA)
+  return __shfl_xor_sync(0xffffffffu, v, mask);
+#else
+  return __shfl_xor(v, mask);
+#endif
+}
+__device__ inline float shfl_xor_f32(float v, int mask) { return ffrom(shfl_xor_u32(fbits(v), mask)); }
+/// Max over the aligned segment of `width` lanes (a power of two <= warpSize) holding this lane: an
+/// xor butterfly, every lane ends with the segment's maximum. Every lane of the warp calls it
+/// (blocks are whole warps and no thread leaves before), with the same width.
+__device__ inline std::uint32_t seg_max(std::uint32_t m, int width) {
+  for (int o = 1; o < width; o <<= 1) {
+    const std::uint32_t p = shfl_xor_u32(m, o);
+    m = p > m ? p : m;
+  }
+  return m;
+}
+
+/// Load and pre-transforms of one thread's chunks (shared by the codes and amax kernels).
+template <int V>
+__device__ __forceinline__ void prepare_chunks(qf::Chunks<V>& th, const qf::FastArgs& a, std::int32_t tile) {
+  th.setup(a, tile, static_cast<std::int32_t>(threadIdx.x));
+  th.load(a);
+  th.smooth(a);
+  if constexpr (V == 32) {
+    if (a.s.rotate != Rotation::none) {
+      th.rotate_local(a.s);
+      if (a.s.rotate != Rotation::h32_bf16) {
+        // h128: stages h = 32 and 64 pair channel i with i + h, held by the lane 1 and 2 away
+        // (a row's 128 channels are 4 adjacent lanes of 32).
+#pragma unroll
+        for (int stage = 0; stage < 2; ++stage) {
+          const int mask = 1 << stage;
+          float other[32];
+#pragma unroll
+          for (int j = 0; j < 32; ++j) other[j] = shfl_xor_f32(th.v[0][j], mask);
+          th.fwht_cross(other, (th.cc & mask) != 0);
+        }
+      }
+    }
+  }
+  th.finish(a);
+}
+
+template <FormatId F, Family FAM, int V>
+__global__ void __launch_bounds__(qf::kFastMaxThreads) fast_kernel(qf::FastArgs a) {
+  using Ch = qf::Chunks<V>;
+  constexpr int K = Ch::K;
+  __shared__ std::uint32_t s_amax[8];
+  __shared__ GroupScale s_gs[8];
+  Ch th;
+  prepare_chunks<V>(th, a, static_cast<std::int32_t>(blockIdx.x));
+  const int tpr = 1 << a.tpr_log2;
+  if (a.kind == qf::Kind::elementwise) {
+    if (a.gs == nullptr) {  // casts: no scale
+      const GroupScale one{fbits(1.0f), 1.0f, 1.0f};
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (th.ok[k]) th.template store<F, FAM>(a, k, [&](int) { return one; });
+    } else if (a.s.granularity == Granularity::per_channel) {
+      GroupScale gch[V];  // the thread's channels are fixed: their scales once
+      const GroupScale* gp = a.gs + static_cast<std::int64_t>(th.slab) * a.C + th.c0;
+#pragma unroll
+      for (int j = 0; j < V; ++j) gch[j] = gp[j];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (th.ok[k]) th.template store<F, FAM>(a, k, [&](int j) { return gch[j]; });
+    } else {
+      const GroupScale g0 = a.gs[0];
+#pragma unroll
+      for (int k = 0; k < K; ++k)
+        if (th.ok[k]) th.template store<F, FAM>(a, k, [&](int) { return g0; });
+    }
+    return;
+  }
+  GroupScale g[K];
+  if (a.kind == qf::Kind::per_token || a.kind == qf::Kind::mx) {
+    const bool mx = a.kind == qf::Kind::mx;
+    const int width = mx ? 1 << a.lpg_log2 : tpr;
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const std::uint32_t m = seg_max(th.chunk_amax(k), width);
+      g[k] = group_scale_t<F>(ffrom(m), a.s);
+      if (th.ok[k] && (th.cc & (width - 1)) == 0)
+        qf::store_scale(a.scales, mx, mx ? th.mx_scale_index(a, k) : th.token_scale_index(a, k), g[k].stored);
+    }
+  } else {  // Kind::rows: this block's tile is one span of R rows
+    if (threadIdx.x < 8) s_amax[threadIdx.x] = 0u;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      const std::uint32_t m = seg_max(th.chunk_amax(k), tpr);
+      if (th.cc == 0 && m != 0u) atomicMax(&s_amax[qf::row_group(a.s, th.t[k])], m);
+    }
+    __syncthreads();
+    if (static_cast<int>(threadIdx.x) < a.local_groups) {
+      const GroupScale gg = group_scale_t<F>(ffrom(s_amax[threadIdx.x]), a.s);
+      s_gs[threadIdx.x] = gg;
+      qf::store_scale(a.scales, false, static_cast<std::int64_t>(blockIdx.x) * a.gc + threadIdx.x, gg.stored);
+    }
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < K; ++k) g[k] = s_gs[qf::row_group(a.s, th.t[k])];
+  }
+#pragma unroll
+  for (int k = 0; k < K; ++k)
+    if (th.ok[k]) th.template store<F, FAM>(a, k, [&](int) { return g[k]; });
+}
+
+/// Amax pass of per_tensor / per_channel: each block covers `tiles` consecutive tiles of one
+/// slab, keeps running maxima in registers (per_channel: one per owned channel), combines them
+/// across the warp by shuffles, then in shared memory, then one global atomicMax per group.
+constexpr int kAmaxMaxC = 1024;  // C <= 32 chunks x 32 channels
+template <int V>
+__global__ void __launch_bounds__(qf::kFastThreads) amax_fast_kernel(qf::FastArgs a, std::int32_t tiles, std::uint32_t* amax) {
+  __shared__ std::uint32_t s_max[kAmaxMaxC];
+  using Ch = qf::Chunks<V>;
+  constexpr int K = Ch::K;
+  const bool per_channel = a.s.granularity == Granularity::per_channel;
+  const std::int32_t blocks_per_slab = (a.tiles_per_slab + tiles - 1) / tiles;
+  const std::int32_t slab = static_cast<std::int32_t>(blockIdx.x) / blocks_per_slab;
+  const std::int32_t i0 = (static_cast<std::int32_t>(blockIdx.x) - slab * blocks_per_slab) * tiles;
+  const std::int32_t i1 = i0 + tiles < a.tiles_per_slab ? i0 + tiles : a.tiles_per_slab;
+  for (int c = threadIdx.x; c < (per_channel ? a.C : 1); c += blockDim.x) s_max[c] = 0u;
+  __syncthreads();
+  std::uint32_t run = 0u, runc[V];
+#pragma unroll
+  for (int j = 0; j < V; ++j) runc[j] = 0u;
+  const int c0 = (static_cast<int>(threadIdx.x) & ((1 << a.tpr_log2) - 1)) * V;  // the thread's channels
+  for (std::int32_t i = i0; i < i1; ++i) {  // same trip count in every thread (shuffles inside)
+    Ch th;
+    prepare_chunks<V>(th, a, slab * a.tiles_per_slab + i);
+#pragma unroll
+    for (int k = 0; k < K; ++k) {
+      if (per_channel) {
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          const std::uint32_t b = th.ok[k] ? amax_bits(th.v[k][j]) : 0u;
+          runc[j] = b > runc[j] ? b : runc[j];
+        }
+      } else {
+        const std::uint32_t b = th.chunk_amax(k);
+        run = b > run ? b : run;
+      }
+    }
+  }
+  const int tpr = 1 << a.tpr_log2;
+  const int lane = static_cast<int>(threadIdx.x) & (warpSize - 1);
+  if (per_channel) {
+    // Lanes tpr apart hold the same channels (other rows): butterfly over them.
+#pragma unroll
+    for (int j = 0; j < V; ++j)
+      for (int o = tpr; o < warpSize; o <<= 1) {
+        const std::uint32_t p = shfl_xor_u32(runc[j], o);
+        runc[j] = p > runc[j] ? p : runc[j];
+      }
+    if (lane < tpr)
+#pragma unroll
+      for (int j = 0; j < V; ++j)
+        if (runc[j] != 0u) atomicMax(&s_max[c0 + j], runc[j]);
+  } else {
+    run = seg_max(run, warpSize);
+    if (lane == 0 && run != 0u) atomicMax(&s_max[0], run);
+  }
+  __syncthreads();
+  if (per_channel) {
+    for (int c = threadIdx.x; c < a.C; c += blockDim.x)
+      if (s_max[c] != 0u) atomicMax(&amax[static_cast<std::int64_t>(slab) * a.C + c], s_max[c]);
+  } else if (threadIdx.x == 0 && s_max[0] != 0u) {
+    atomicMax(amax, s_max[0]);
+  }
+}
+
+/// Smoothing mean, streamed (qf::mean_stream_ok): block = (slab, strip of 32 channels). Each
+/// stage, all threads load the next kMeanStage tokens of the strip (16-byte loads into
+/// registers) while lane c of warp 0 adds the current stage's tokens of channel c from shared
+/// memory, in token order, in double: acc = ((0 + x_0) + x_1) + ... exactly the reference's
+/// sequence of roundings (one chain per channel; only the loads run ahead). Double buffered, one
+/// barrier per stage.
+constexpr int kMeanStage = 192;    // tokens per stage: 2 x 192 x 32 floats = 48 KB shared
+constexpr int kMeanThreads = 256;
+constexpr int kMeanLoads = kMeanStage * (qf::kMeanStrip / 4) / kMeanThreads;  // float4 per thread per stage
+static_assert(kMeanLoads * kMeanThreads == kMeanStage * qf::kMeanStrip / 4, "stage tiling");
+struct MeanArgs {
+  const float* x;
+  std::int64_t s0, s1;
+  std::int32_t lead1, st, T, C, strips;
+  Smoothing sm;
+  float* km;
+};
+__global__ void __launch_bounds__(kMeanThreads) mean_stream_kernel(MeanArgs a) {
+  __shared__ alignas(16) float buf[2][kMeanStage][qf::kMeanStrip];
+  const std::int32_t slab = static_cast<std::int32_t>(blockIdx.x) / a.strips;
+  const std::int32_t c0 = (static_cast<std::int32_t>(blockIdx.x) - slab * a.strips) * qf::kMeanStrip;
+  const float* xs = a.x + (slab / a.lead1) * a.s0 + (slab % a.lead1) * a.s1 + c0;
+  const int q = static_cast<int>(threadIdx.x) & 7, tr = static_cast<int>(threadIdx.x) >> 3;  // float4 q of tokens tr + 32 i
+  const std::int32_t stages = (a.T + kMeanStage - 1) / kMeanStage;
+  // The next stage's values, in flight: plain float registers (no lambdas, no struct selects,
+  // which compilers may route through scratch memory).
+  float r[kMeanLoads][4];
+  auto fetch = [](float* out, const float* p, bool valid) {
+    if (valid) {
+      qf::load4(p, out);
+    } else {
+      out[0] = 0.0f, out[1] = 0.0f, out[2] = 0.0f, out[3] = 0.0f;
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kMeanLoads; ++i) {
+    const std::int32_t t = tr + 32 * i;
+    fetch(r[i], xs + static_cast<std::int64_t>(t) * a.st + 4 * q, t < a.T);
+  }
+#pragma unroll
+  for (int i = 0; i < kMeanLoads; ++i)
+    *reinterpret_cast<qf::Floats4*>(&buf[0][tr + 32 * i][4 * q]) = qf::Floats4{{r[i][0], r[i][1], r[i][2], r[i][3]}};
+  double acc = 0.0;
+  __syncthreads();
+  for (std::int32_t st = 0; st < stages; ++st) {
+    const bool next = st + 1 < stages;
+    if (next) {
+#pragma unroll
+      for (int i = 0; i < kMeanLoads; ++i) {
+        const std::int32_t t = (st + 1) * kMeanStage + tr + 32 * i;
+        fetch(r[i], xs + static_cast<std::int64_t>(t) * a.st + 4 * q, t < a.T);
+      }
+    }
+    if (threadIdx.x < qf::kMeanStrip) {
+      const std::int32_t nt = a.T - st * kMeanStage < kMeanStage ? a.T - st * kMeanStage : kMeanStage;
+      const float* col = &buf[st & 1][0][threadIdx.x];
+#pragma unroll 8
+      for (std::int32_t tt = 0; tt < nt; ++tt) acc += static_cast<double>(col[tt * qf::kMeanStrip]);
+    }
+    if (next) {
+#pragma unroll
+      for (int i = 0; i < kMeanLoads; ++i)
+        *reinterpret_cast<qf::Floats4*>(&buf[(st + 1) & 1][tr + 32 * i][4 * q]) = qf::Floats4{{r[i][0], r[i][1], r[i][2], r[i][3]}};
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x < qf::kMeanStrip) {
+    float m = static_cast<float>(acc / static_cast<double>(a.T));  // T >= 1 (mean_stream_ok)
+    if (a.sm == Smoothing::bf16) m = round_bf16(m);
+    a.km[static_cast<std::int64_t>(slab) * a.C + c0 + threadIdx.x] = m;
+  }
+}
+
+template <FormatId F, Family FAM, int V>
+void launch_fast(const qf::FastPlan& p, const qf::FastArgs& a, hipStream_t stream) {
+  fast_kernel<F, FAM, V><<<dim3(static_cast<unsigned>(p.grid)), dim3(p.threads), 0, stream>>>(a);
+  ATTEST_GPU_CHECK_LAUNCH();
+}
+/// The codes kernel of the scheme's (family, element format), V channels per chunk.
+template <int V>
+void launch_fast_codes(const qf::FastPlan& p, const qf::FastArgs& a, hipStream_t stream) {
+  using F = FormatId;
+  const Scheme& s = a.s;
+  switch (s.family) {
+    case Family::cast:
+      if constexpr (V == 8) {  // casts have no rotation
+        if (s.element == F::bf16) return launch_fast<F::bf16, Family::cast, V>(p, a, stream);
+        if (s.element == F::fp16) return launch_fast<F::fp16, Family::cast, V>(p, a, stream);
+      }
+      break;
+    case Family::int8: return launch_fast<F::int8, Family::int8, V>(p, a, stream);
+    case Family::fp8:
+      switch (s.element) {
+        case F::fp8_e4m3fn: return launch_fast<F::fp8_e4m3fn, Family::fp8, V>(p, a, stream);
+        case F::fp8_e5m2: return launch_fast<F::fp8_e5m2, Family::fp8, V>(p, a, stream);
+        case F::fp8_e4m3fnuz: return launch_fast<F::fp8_e4m3fnuz, Family::fp8, V>(p, a, stream);
+        case F::fp8_e5m2fnuz: return launch_fast<F::fp8_e5m2fnuz, Family::fp8, V>(p, a, stream);
+        default: break;
+      }
+      break;
+    case Family::mx:
+      switch (s.element) {
+        case F::fp8_e4m3fn: return launch_fast<F::fp8_e4m3fn, Family::mx, V>(p, a, stream);
+        case F::fp8_e5m2: return launch_fast<F::fp8_e5m2, Family::mx, V>(p, a, stream);
+        case F::fp6_e2m3fn: return launch_fast<F::fp6_e2m3fn, Family::mx, V>(p, a, stream);
+        case F::fp6_e3m2fn: return launch_fast<F::fp6_e3m2fn, Family::mx, V>(p, a, stream);
+        case F::fp4_e2m1fn: return launch_fast<F::fp4_e2m1fn, Family::mx, V>(p, a, stream);
+        case F::int8: return launch_fast<F::int8, Family::mx, V>(p, a, stream);
+        default: break;
+      }
+      break;
+    case Family::identity: break;
+  }
+  throw Error("quantize_device: no fast kernel for " + to_string(s));  // unreachable: parse_scheme's heads
+}
+
 // ---- layout of the workspace ----
 
 std::size_t align256(std::size_t b) { return (b + 255) / 256 * 256; }
@@ -317,15 +630,57 @@ void quantize_device(const Scheme& s, const QuantizeArgs& a, void* stream_ptr) {
   Src src{a.x, a.lead1, a.stride[0], a.stride[1], a.stride[2], a.stride[3]};
   if (total > 0 && a.x == nullptr) throw Error("quantize_device: no input");
 
-  if (s.smooth != Smoothing::none) {
-    auto* km = reinterpret_cast<float*>(ws + lay.km);
-    if (n * C > 0) {
+  const qf::FastInput fin{a.lead0, a.lead1, T, C, {a.stride[0], a.stride[1], a.stride[2], a.stride[3]}, a.x, a.codes};
+  auto* km = s.smooth != Smoothing::none ? reinterpret_cast<float*>(ws + lay.km) : nullptr;
+  if (km != nullptr && n * C > 0) {
+    if (a.mean_in == nullptr && a.allow_fast && qf::mean_stream_ok(fin)) {
+      const MeanArgs ma{a.x, a.stride[0], a.stride[1], static_cast<std::int32_t>(a.lead1), static_cast<std::int32_t>(a.stride[2]),
+                        static_cast<std::int32_t>(T), static_cast<std::int32_t>(C), static_cast<std::int32_t>(C / qf::kMeanStrip),
+                        s.smooth, km};
+      hipLaunchKernelGGL(mean_stream_kernel, dim3(static_cast<unsigned>(n * (C / qf::kMeanStrip))), dim3(kMeanThreads), 0, stream, ma);
+    } else {
       hipLaunchKernelGGL(mean_kernel, dim3(blocks_for(n * C)), dim3(kThreads), 0, stream, src, n, T, C, s.smooth, a.mean_in, km);
-      ATTEST_GPU_CHECK_LAUNCH();
-      if (a.mean_out != nullptr)
-        ATTEST_GPU_CHECK(hipMemcpyAsync(a.mean_out, km, static_cast<std::size_t>(n * C) * 4, hipMemcpyDeviceToDevice, stream));
     }
+    ATTEST_GPU_CHECK_LAUNCH();
+    if (a.mean_out != nullptr)
+      ATTEST_GPU_CHECK(hipMemcpyAsync(a.mean_out, km, static_cast<std::size_t>(n * C) * 4, hipMemcpyDeviceToDevice, stream));
   }
+
+  const qf::FastPlan plan = a.allow_fast ? qf::plan_fast(s, fin) : qf::FastPlan{};
+  if (plan.ok) {
+    qf::FastArgs fa = plan.args;
+    fa.x = a.x;
+    fa.km = km;
+    fa.factor = factor;
+    fa.codes = a.codes;
+    fa.scales = a.scales;
+    if (s.family == Family::cast) {
+      // One scale, 1.0f, written by a kernel (graph capture must not keep a host pointer).
+      hipLaunchKernelGGL(one_kernel, dim3(1), dim3(1), 0, stream, static_cast<float*>(a.scales));
+      ATTEST_GPU_CHECK_LAUNCH();
+    }
+    if (plan.two_pass) {
+      const i64 groups = s.granularity == Granularity::per_channel ? n * C : 1;
+      auto* amax = reinterpret_cast<std::uint32_t*>(ws + lay.amax);
+      auto* gs = reinterpret_cast<GroupScale*>(ws + lay.gs);
+      ATTEST_GPU_CHECK(hipMemsetAsync(amax, 0, static_cast<std::size_t>(groups) * 4, stream));
+      if (plan.V == 8)
+        hipLaunchKernelGGL(amax_fast_kernel<8>, dim3(static_cast<unsigned>(plan.amax_grid)), dim3(qf::kFastThreads), 0, stream, fa,
+                           plan.amax_tiles, amax);
+      else
+        hipLaunchKernelGGL(amax_fast_kernel<32>, dim3(static_cast<unsigned>(plan.amax_grid)), dim3(qf::kFastThreads), 0, stream, fa,
+                           plan.amax_tiles, amax);
+      ATTEST_GPU_CHECK_LAUNCH();
+      hipLaunchKernelGGL(scales_kernel, dim3(blocks_for(groups)), dim3(kThreads), 0, stream, s, groups, amax, a.scales, gs);
+      ATTEST_GPU_CHECK_LAUNCH();
+      fa.gs = gs;
+    }
+    if (plan.V == 8) launch_fast_codes<8>(plan, fa, stream);
+    else launch_fast_codes<32>(plan, fa, stream);
+    return;
+  }
+
+  // Generic path.
   if (s.rotate != Rotation::none) {
     // Rotations mix a row's channels: one pass writes the transformed rows (smoothing, rotation,
     // prescale) into the workspace.

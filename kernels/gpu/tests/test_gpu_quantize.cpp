@@ -56,7 +56,7 @@ struct DeviceResult {
   std::vector<float> mean;
 };
 
-DeviceResult run_device(const std::string& scheme, const Tensor& x_bshd, double sm_scale) {
+DeviceResult run_device(const std::string& scheme, const Tensor& x_bshd, double sm_scale, bool allow_fast) {
   const Scheme ds = parse_scheme(scheme);
   const std::int64_t B = x_bshd.dim(0), S = x_bshd.dim(1), H = x_bshd.dim(2), D = x_bshd.dim(3);
   DeviceBuffer x(x_bshd.storage().size());
@@ -76,6 +76,7 @@ DeviceResult run_device(const std::string& scheme, const Tensor& x_bshd, double 
   a.scales = scales.data();
   a.mean_out = ds.smooth != Scheme::Smoothing::none ? mean.as<float>() : nullptr;
   a.workspace = ws.data();
+  a.allow_fast = allow_fast;
   quantize_device(ds, a);
   synchronize();
   DeviceResult r;
@@ -99,13 +100,13 @@ bool same_f32(std::uint32_t a, std::uint32_t b) {
   return a == b || (std::isnan(fa) && std::isnan(fb));
 }
 
-void expect_equal(const std::string& scheme, const Tensor& x_bshd, double sm_scale) {
-  SCOPED_TRACE(scheme);
+void expect_equal(const std::string& scheme, const Tensor& x_bshd, double sm_scale, bool allow_fast = true) {
+  SCOPED_TRACE(scheme + (allow_fast ? "" : " (generic kernels)"));
   const attest::Scheme rs = attest::parse_scheme(scheme);
   ref::QuantInputs in;
   in.sm_scale = sm_scale;
   const ref::Quantized want = ref::quantize(x_bshd.permute({0, 2, 1, 3}), rs, in);
-  const DeviceResult got = run_device(scheme, x_bshd, sm_scale);
+  const DeviceResult got = run_device(scheme, x_bshd, sm_scale, allow_fast);
 
   const auto wc = want.codes.storage();
   ASSERT_EQ(got.codes.size(), wc.size());
@@ -150,6 +151,14 @@ TEST_P(DeviceQuantize, SpecialValues) {
   ATTEST_REQUIRE_GPU();
   const Tensor x = make_input(2, 150, 3, 128, 777, true);
   expect_equal(GetParam(), x, 0.125);
+}
+
+// The same inputs through the generic kernels (the fast path takes every scheme above at these
+// shapes; the generic ones run for other strides and shapes and must stay equal too).
+TEST_P(DeviceQuantize, GenericKernelsBitwiseEqualToReference) {
+  ATTEST_REQUIRE_GPU();
+  expect_equal(GetParam(), make_input(2, 150, 3, 128, 12345, false), 1.0 / std::sqrt(128.0), false);
+  expect_equal(GetParam(), make_input(2, 150, 3, 128, 777, true), 0.125, false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Schemes, DeviceQuantize, ::testing::ValuesIn(schemes()),

@@ -37,6 +37,9 @@ struct QuantizeArgs {
   void* scales = nullptr;          ///< device output
   float* mean_out = nullptr;       ///< device f32 [lead..., 1, C] (smoothing only; may be nullptr)
   void* workspace = nullptr;       ///< device scratch of quantize_workspace_bytes() bytes
+  /// false: always the generic kernels (64-bit indices, any strides), never the vectorised fast
+  /// path (quantize_fast.hpp); the device tests run both paths on the same inputs.
+  bool allow_fast = true;
 };
 
 /// Bytes of codes / scales / workspace for these shapes (scales: the reference's scales shape).

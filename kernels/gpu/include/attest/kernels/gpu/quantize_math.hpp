@@ -5,18 +5,30 @@
 // very functions the device runs against the reference quantizers bit for bit.
 //
 // Element casts work on the float's bits with integer arithmetic only (no float rounding mode,
-// no libm): |x| = m * 2^e exactly (m the 24-bit significand), the format's quantum 2^q is fixed by
-// max(floor(log2 |x|), emin) - man, and m >> (q - e) with the remainder compared against half a
-// quantum gives the rounded magnitude under any tie rule. The only float operations are the
+// no libm, no loops or data-dependent branches): |x| = m * 2^e exactly (m the 24-bit significand),
+// the format's quantum is a fixed number of float lsbs in its normal range and one more per binade
+// below its emin, and (m + half - 1 + bump) >> shift rounds to it under any tie rule (round_mag).
+// Format constants come from core's format table at compile time (Fmt<F>); the kernels are
+// instantiated per element format, and the runtime-format functions dispatch to those
+// instances (dispatch_format). The only float operations are the
 // scheme's own (x / s, x * mult, x + 0.5f, FWHT additions), each one IEEE operation; device code
 // is compiled without FMA contraction (--fmad=false / -ffp-contract=off), so the rounding order is
 // the source order on both sides.
 #include <bit>
 #include <cstdint>
+#include <type_traits>
 
 #include "attest/core/format.hpp"
 #include "attest/core/philox.hpp"  // ATTEST_HD
 #include "attest/core/scheme.hpp"
+
+// Full unrolling in device code (register arrays, constant Hadamard signs); nothing on the host,
+// where GCC would warn about the unknown pragma.
+#if defined(__CUDA_ARCH__) || defined(__HIP_DEVICE_COMPILE__)
+#define ATTEST_QM_UNROLL _Pragma("unroll")
+#else
+#define ATTEST_QM_UNROLL
+#endif
 
 namespace attest::gpu::qm {
 
@@ -53,7 +65,32 @@ ATTEST_HD inline bool is_finite(float x) { return (fbits(x) & 0x7F800000u) != 0x
 ATTEST_HD inline float fabs_(float x) { return ffrom(fbits(x) & 0x7FFFFFFFu); }
 ATTEST_HD inline float quiet_nan() { return ffrom(0x7FC00000u); }
 
-/// Sign/exponent/mantissa description of a float element format.
+/// Constants of an element format, derived from core's format table (attest/core/format.hpp,
+/// kFormatTable) at compile time: the device quantizers keep no copy of the table. Scalar
+/// static constexpr members, so device code reads them as constants (no host object is named in
+/// device code). For int8 (an integer in the table) only maxc, sign and max_bits are meaningful.
+template <FormatId F>
+struct Fmt {
+  static constexpr const FormatSpec& spec() { return format_spec(F); }
+  static constexpr int man = spec().man_bits;  ///< mantissa bits
+  static constexpr int bias = spec().bias;     ///< exponent bias (emin = 1 - bias)
+  static constexpr std::uint32_t sign = 1u << (spec().bits - 1);  ///< sign bit of the code
+  /// Largest finite magnitude code: all magnitude bits set, less the Inf/NaN exponent (IEEE-like
+  /// formats: exponent all ones is Inf/NaN) or the one NaN code S.1111.111 (e4m3fn); FNUZ, FP6,
+  /// FP4 and int8 use every magnitude code.
+  static constexpr std::uint32_t maxc = spec().has_inf                   ? (sign - 1u) - (1u << spec().man_bits)
+                                        : (spec().has_nan && !spec().fnuz) ? (sign - 1u) - 1u
+                                                                           : sign - 1u;
+  /// Float bits of the largest finite value (exact: every max_finite is a float).
+  static constexpr std::uint32_t max_bits = std::bit_cast<std::uint32_t>(static_cast<float>(spec().max_finite));
+  static constexpr bool fnuz = spec().fnuz, has_inf = spec().has_inf, has_nan = spec().has_nan;
+  static constexpr int emax = spec().emax_elem;  ///< MX emax of the element (0 n/a)
+  /// Float exponent field of the format's smallest normal binade 2^(1 - bias): values below it
+  /// are the format's subnormals.
+  static constexpr std::uint32_t kmin = static_cast<std::uint32_t>(128 - spec().bias);
+};
+
+/// Sign/exponent/mantissa description of a float element format (runtime form of Fmt<F>).
 struct FmtInfo {
   int man, bias;          ///< mantissa bits, exponent bias (emin = 1 - bias)
   std::uint32_t maxc;     ///< largest finite magnitude code
@@ -62,121 +99,159 @@ struct FmtInfo {
   bool fnuz, has_inf, has_nan;
   int emax;               ///< MX emax of the element (0 n/a)
 };
+template <FormatId F>
+ATTEST_HD constexpr FmtInfo fmt_info_of() {
+  using K = Fmt<F>;
+  return {K::man, K::bias, K::maxc, K::sign, K::max_bits, K::fnuz, K::has_inf, K::has_nan, K::emax};
+}
+
+/// Calls f(std::integral_constant<FormatId, F>{}) for the runtime format `id` (the formats with a
+/// device codec); returns `fallback` for e8m0fnu and f32.
+template <class R, class Fn>
+ATTEST_HD inline R dispatch_format(FormatId id, R fallback, Fn&& f) {
+  switch (id) {
+    case FormatId::bf16: return f(std::integral_constant<FormatId, FormatId::bf16>{});
+    case FormatId::fp16: return f(std::integral_constant<FormatId, FormatId::fp16>{});
+    case FormatId::fp8_e4m3fn: return f(std::integral_constant<FormatId, FormatId::fp8_e4m3fn>{});
+    case FormatId::fp8_e5m2: return f(std::integral_constant<FormatId, FormatId::fp8_e5m2>{});
+    case FormatId::fp8_e4m3fnuz: return f(std::integral_constant<FormatId, FormatId::fp8_e4m3fnuz>{});
+    case FormatId::fp8_e5m2fnuz: return f(std::integral_constant<FormatId, FormatId::fp8_e5m2fnuz>{});
+    case FormatId::fp6_e2m3fn: return f(std::integral_constant<FormatId, FormatId::fp6_e2m3fn>{});
+    case FormatId::fp6_e3m2fn: return f(std::integral_constant<FormatId, FormatId::fp6_e3m2fn>{});
+    case FormatId::fp4_e2m1fn: return f(std::integral_constant<FormatId, FormatId::fp4_e2m1fn>{});
+    case FormatId::int8: return f(std::integral_constant<FormatId, FormatId::int8>{});
+    case FormatId::e8m0fnu:
+    case FormatId::f32: break;  // no device codec
+  }
+  return fallback;
+}
 
 ATTEST_HD inline FmtInfo fmt_info(FormatId f) {
-  switch (f) {
-    case FormatId::bf16: return {7, 127, 0x7F7Fu, 0x8000u, 0x7F7F0000u, false, true, true, 0};
-    case FormatId::fp16: return {10, 15, 0x7BFFu, 0x8000u, 0x477FE000u, false, true, true, 0};
-    case FormatId::fp8_e4m3fn: return {3, 7, 0x7Eu, 0x80u, 0x43E00000u, false, false, true, 8};
-    case FormatId::fp8_e5m2: return {2, 15, 0x7Bu, 0x80u, 0x47600000u, false, true, true, 15};
-    case FormatId::fp8_e4m3fnuz: return {3, 8, 0x7Fu, 0x80u, 0x43700000u, true, false, true, 0};
-    case FormatId::fp8_e5m2fnuz: return {2, 16, 0x7Fu, 0x80u, 0x47600000u, true, false, true, 0};
-    case FormatId::fp6_e2m3fn: return {3, 1, 0x1Fu, 0x20u, 0x40F00000u, false, false, false, 2};
-    case FormatId::fp6_e3m2fn: return {2, 3, 0x1Fu, 0x20u, 0x41E00000u, false, false, false, 4};
-    case FormatId::fp4_e2m1fn: return {1, 1, 0x7u, 0x8u, 0x40C00000u, false, false, false, 2};
-    case FormatId::int8: return {0, 0, 0x7Fu, 0x80u, 0x42FE0000u, false, false, false, 0};
-    case FormatId::e8m0fnu:
-    case FormatId::f32: break;  // no device codec
-  }
-  return {0, 0, 0, 0, 0, false, false, false, 0};
+  return dispatch_format(f, FmtInfo{0, 0, 0, 0, 0, false, false, false, 0},
+                         [](auto c) { return fmt_info_of<decltype(c)::value>(); });
 }
 
-/// Code of a NaN input (FORMATS.md / formats.hpp conventions).
-ATTEST_HD inline std::uint32_t nan_code(FormatId f, Overflow o, bool neg) {
+/// Code of a NaN input (FORMATS.md / formats.hpp conventions: CUDA's canonical NaN under
+/// sat_cuda, the sign-keeping quiet NaN of ml_dtypes / PyTorch otherwise; FNUZ has one NaN;
+/// FP6/FP4 have none: ml_dtypes maps NaN to -0, the saturating modes to +0).
+template <FormatId F>
+ATTEST_HD inline std::uint32_t nan_code_t(Overflow o, bool neg) {
   const bool cuda = o == Overflow::sat_cuda;
-  switch (f) {
-    case FormatId::bf16: return cuda ? 0x7FFFu : (neg ? 0xFFC0u : 0x7FC0u);
-    case FormatId::fp16: return cuda ? 0x7FFFu : (neg ? 0xFE00u : 0x7E00u);
-    case FormatId::fp8_e4m3fn: return cuda ? 0x7Fu : (neg ? 0xFFu : 0x7Fu);
-    case FormatId::fp8_e5m2: return cuda ? 0x7Fu : (neg ? 0xFEu : 0x7Eu);
-    case FormatId::fp8_e4m3fnuz:
-    case FormatId::fp8_e5m2fnuz: return 0x80u;
-    case FormatId::fp6_e2m3fn:
-    case FormatId::fp6_e3m2fn: return o != Overflow::ieee ? 0x00u : (neg ? 0x00u : 0x20u);  // ml_dtypes flips the sign
-    case FormatId::fp4_e2m1fn: return o != Overflow::ieee ? 0x0u : (neg ? 0x0u : 0x8u);
-    case FormatId::int8: return 0u;
-    case FormatId::e8m0fnu:
-    case FormatId::f32: break;  // no device codec
-  }
-  return 0u;
+  if constexpr (F == FormatId::bf16) return cuda ? 0x7FFFu : (neg ? 0xFFC0u : 0x7FC0u);
+  else if constexpr (F == FormatId::fp16) return cuda ? 0x7FFFu : (neg ? 0xFE00u : 0x7E00u);
+  else if constexpr (F == FormatId::fp8_e4m3fn) return cuda ? 0x7Fu : (neg ? 0xFFu : 0x7Fu);
+  else if constexpr (F == FormatId::fp8_e5m2) return cuda ? 0x7Fu : (neg ? 0xFEu : 0x7Eu);
+  else if constexpr (Fmt<F>::fnuz) return 0x80u;
+  else if constexpr (F == FormatId::int8) return 0u;
+  else return o != Overflow::ieee ? 0x00u : (neg ? 0x00u : Fmt<F>::sign);  // FP6 / FP4 (ml_dtypes flips the sign)
 }
-/// Code of a finite value whose rounded magnitude exceeds the format's maximum.
+ATTEST_HD inline std::uint32_t nan_code(FormatId f, Overflow o, bool neg) {
+  return dispatch_format(f, 0u, [&](auto c) { return nan_code_t<decltype(c)::value>(o, neg); });
+}
+
+/// Code of a finite value whose rounded magnitude exceeds the format's maximum: the saturating
+/// modes clamp; ieee gives Inf where the format has one, else its NaN (e4m3fn S.1111.111, FNUZ
+/// 0x80), else (FP6, FP4, int8: no special values) the clamped maximum.
+template <FormatId F>
+ATTEST_HD inline std::uint32_t overflow_code_t(Overflow o, bool neg) {
+  using K = Fmt<F>;
+  const std::uint32_t s = neg ? K::sign : 0u;
+  std::uint32_t ieee = K::maxc | s;
+  if constexpr (K::has_inf) ieee = (K::sign - (1u << K::man)) | s;  // exponent all ones, mantissa 0
+  else if constexpr (K::fnuz) ieee = 0x80u;
+  else if constexpr (K::has_nan) ieee = (K::sign - 1u) | s;
+  return o != Overflow::ieee ? (K::maxc | s) : ieee;
+}
 ATTEST_HD inline std::uint32_t overflow_code(FormatId f, Overflow o, bool neg) {
-  const FmtInfo fi = fmt_info(f);
-  const std::uint32_t s = neg ? fi.sign : 0u;
-  if (o != Overflow::ieee) return fi.maxc | s;
-  switch (f) {
-    case FormatId::bf16: return 0x7F80u | s;
-    case FormatId::fp16: return 0x7C00u | s;
-    case FormatId::fp8_e4m3fn: return 0x7Fu | s;
-    case FormatId::fp8_e5m2: return 0x7Cu | s;
-    case FormatId::fp8_e4m3fnuz:
-    case FormatId::fp8_e5m2fnuz: return 0x80u;
-    default: return fi.maxc | s;
-  }
+  return dispatch_format(f, 0u, [&](auto c) { return overflow_code_t<decltype(c)::value>(o, neg); });
 }
 
-/// |x| (float bits a, finite, non-zero) rounded to multiples of 2^q: returns the integer count.
-/// |x| = m * 2^e exactly; q >= e here for every format (its quantum is never finer than float's).
-ATTEST_HD inline std::uint32_t round_units(std::uint32_t a, int q, Rounding tie) {
+/// |x| (float bits a, finite, possibly 0) rounded to the grid of a format whose quantum is
+/// 2^(e - man) in the binade of e, never finer than 2^(1 - bias - man) (its subnormals): returns
+/// the magnitude code (biased exponent << man | mantissa; a carry lands in the next binade).
+/// Branch-free integer arithmetic, exact under every tie rule:
+///   k = max(exponent field, 1) (float subnormals share field 1's scale), m the 24-bit significand
+///   (implicit bit only for normal floats), |x| = m * 2^(k - 150);
+///   the quantum is 2^sh float lsbs with sh = (23 - man) + max(0, kmin - k), kmin the field of the
+///   format's emin; n = floor((m + 2^(sh-1) - 1 + bump) / 2^sh) is |x| / quantum rounded to
+///   nearest with ties broken by bump: rne bump = n's would-be low bit ((m >> sh) & 1), away 1,
+///   smaller (toward zero) 0. sh is capped at 25: m < 2^24 = half a quantum there, so every tie
+///   rule gives 0, as for any larger shift.
+///   The code adds the binades above kmin: ((k - kmin) << man) + n for k >= kmin, where n is in
+///   [2^man, 2^(man+1)] (implicit bit included, so the exponent field is k - kmin + 1 = the
+///   biased exponent), and n alone below it (format subnormals, n <= 2^man).
+/// |x| = 0 gives 0 (m = 0, no bump reaches the quantum).
+ATTEST_HD inline std::uint32_t round_mag(std::uint32_t a, int man, std::uint32_t kmin, Rounding tie) {
   const std::uint32_t ef = a >> 23;
-  const std::uint32_t m = ef == 0 ? (a & 0x7FFFFFu) : ((a & 0x7FFFFFu) | 0x800000u);
-  const int e = ef == 0 ? -149 : static_cast<int>(ef) - 150;
-  const int sh = q - e;
-  if (sh <= 0) return m << (-sh);  // not reached for the formats here; kept exact anyway
-  if (sh > 25) return 0;           // m < 2^24 <= quantum / 4: rounds to 0 under every tie rule
-  const std::uint32_t n = m >> sh, rem = m & ((1u << sh) - 1u), half = 1u << (sh - 1);
-  bool up = rem > half;
-  if (rem == half) up = tie == Rounding::away || (tie == Rounding::rne && (n & 1u) != 0);
-  return n + (up ? 1u : 0u);
-}
-
-/// floor(log2 |x|) of non-zero finite float bits a.
-ATTEST_HD inline int ilog2_bits(std::uint32_t a) {
-  const std::uint32_t ef = a >> 23;
-  if (ef != 0) return static_cast<int>(ef) - 127;
-  int msb = 22;
-  while (((a >> msb) & 1u) == 0) --msb;
-  return msb - 149;
+  const std::uint32_t k = ef > 1u ? ef : 1u;
+  const std::uint32_t m = (a & 0x7FFFFFu) | (ef != 0u ? 0x800000u : 0u);
+  std::uint32_t sh = static_cast<std::uint32_t>(23 - man) + (k < kmin ? kmin - k : 0u);
+  sh = sh > 25u ? 25u : sh;
+  const std::uint32_t bump = tie == Rounding::rne ? (m >> sh) & 1u : (tie == Rounding::away ? 1u : 0u);
+  const std::uint32_t n = (m + (1u << (sh - 1u)) - 1u + bump) >> sh;
+  return ((k > kmin ? k - kmin : 0u) << man) + n;
 }
 
 /// INT8 code (two's complement byte) of x: nearest with the tie rule, saturated to [-128, 127],
-/// NaN -> 0 (cvt.rni.sat.s8.f32 for Rounding::rne). |x| is clamped to 1024 first (saturates anyway).
+/// NaN -> 0 (cvt.rni.sat.s8.f32 for Rounding::rne). |x| is clamped to 1024 first (saturates
+/// anyway), so the integer quantum 2^0 is at shift 150 - k in [13, 25] (round_mag's arithmetic).
 ATTEST_HD inline std::uint32_t encode_int8(float x, Rounding tie) {
-  if (is_nan(x)) return 0u;
-  const bool neg = (fbits(x) >> 31) != 0;
-  std::uint32_t a = fbits(x) & 0x7FFFFFFFu;
-  if (a > 0x44800000u) a = 0x44800000u;  // 1024
-  std::int32_t v = a == 0 ? 0 : static_cast<std::int32_t>(round_units(a, 0, tie));
-  if (neg) v = -v;
-  if (v < -128) v = -128;
-  if (v > 127) v = 127;
-  return static_cast<std::uint32_t>(v) & 0xFFu;
+  const std::uint32_t u = fbits(x);
+  std::uint32_t a = u & 0x7FFFFFFFu;
+  const bool nan = a > 0x7F800000u;
+  a = a > 0x44800000u ? 0x44800000u : a;  // 1024 (Inf included)
+  // The integer grid is round_mag's grid with man = 23 and kmin = 150: every |x| <= 1024 lies
+  // below kmin (its "subnormal" range), so sh = 150 - k and the code is n itself.
+  const auto n = static_cast<std::int32_t>(round_mag(a, 23, 150u, tie));
+  std::int32_t v = (u >> 31) != 0u ? -n : n;
+  v = v < -128 ? -128 : (v > 127 ? 127 : v);
+  return nan ? 0u : static_cast<std::uint32_t>(v) & 0xFFu;
 }
 
-/// Element code of x in float format f (not int8) with tie rule and overflow mode.
-ATTEST_HD inline std::uint32_t encode(FormatId f, float x, Rounding tie, Overflow o) {
-  if (f == FormatId::int8) return encode_int8(x, tie);
-  const FmtInfo fi = fmt_info(f);
-  const std::uint32_t u = fbits(x);
-  const bool neg = (u >> 31) != 0;
-  std::uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return nan_code(f, o, neg);
-  if (a == 0x7F800000u) return overflow_code(f, o == Overflow::sat_cuda ? o : Overflow::ieee, neg);
-  if (o != Overflow::ieee && a > fi.max_bits) a = fi.max_bits;  // saturating modes clamp before rounding
-  std::uint32_t mag = 0;
-  if (a != 0) {
-    const int emin = 1 - fi.bias;
-    int e = ilog2_bits(a);
-    if (e < emin) e = emin;
-    const std::uint32_t n = round_units(a, e - fi.man, tie);
-    // (e - emin) << man + n: subnormals have n < 2^man at e == emin; a carry to 2^(man+1) lands
-    // in the next binade.
-    mag = (static_cast<std::uint32_t>(e - emin) << fi.man) + n;
+/// Element code of x in float format F (not int8) with tie rule and overflow mode.
+template <FormatId F>
+ATTEST_HD inline std::uint32_t encode_t(float x, Rounding tie, Overflow o) {
+  if constexpr (F == FormatId::int8) {
+    return encode_int8(x, tie);
+  } else if constexpr (F == FormatId::fp4_e2m1fn) {
+    // Eight magnitudes (0, .5, 1, 1.5, 2, 3, 4, 6): the code is the number of midpoints
+    // (.25, .75, 1.25, 1.75, 2.5, 3.5, 5) that |x| passes, a midpoint itself counting when its
+    // tie rounds up: always for away, never for smaller, for rne where the upper neighbour's code
+    // is even (.75, 1.75, 3.5). On the bits of |x| (ordered like the values) "passes t" is
+    // a >= bits(t) and "exceeds t" a >= bits(t) + 1, i.e. T = bits(t) or bits(t) + 1. Above 5 (Inf included) the code is 7, which
+    // every overflow mode gives here (no Inf/NaN codes: saturation). Same codes as round_mag.
+    const std::uint32_t u = fbits(x);
+    const bool neg = (u >> 31) != 0u;
+    const std::uint32_t a = u & 0x7FFFFFFFu;
+    // a >= T is the sign bit of (T - 1) - a (both below 2^31): one subtraction and one shifted
+    // add per midpoint. odd / even: the midpoints' T - 1 offsets for the tie rule.
+    const std::uint32_t odd = tie == Rounding::smaller ? 0u : ~0u;  // .75, 1.75, 3.5
+    const std::uint32_t even = tie == Rounding::away ? ~0u : 0u;    // .25, 1.25, 2.5, 5
+    const std::uint32_t mag = ((0x3E800000u + even - a) >> 31) + ((0x3F400000u + odd - a) >> 31) +
+                              ((0x3FA00000u + even - a) >> 31) + ((0x3FE00000u + odd - a) >> 31) +
+                              ((0x40200000u + even - a) >> 31) + ((0x40600000u + odd - a) >> 31) +
+                              ((0x40A00000u + even - a) >> 31);
+    const std::uint32_t r = mag | (neg ? Fmt<F>::sign : 0u);
+    return a > 0x7F800000u ? nan_code_t<F>(o, neg) : r;
+  } else {
+    using K = Fmt<F>;
+    const std::uint32_t u = fbits(x);
+    const bool neg = (u >> 31) != 0u;
+    const std::uint32_t a = u & 0x7FFFFFFFu;
+    // Saturating modes clamp finite values before rounding (Inf and NaN are replaced below).
+    const std::uint32_t ac = o != Overflow::ieee && a > K::max_bits ? K::max_bits : a;
+    const std::uint32_t mag = round_mag(ac, K::man, K::kmin, tie);
+    std::uint32_t r = mag | (neg ? K::sign : 0u);
+    if (K::fnuz && mag == 0u) r = 0u;  // no -0
+    if (mag > K::maxc) r = overflow_code_t<F>(o, neg);
+    if (a == 0x7F800000u) r = overflow_code_t<F>(o == Overflow::sat_cuda ? o : Overflow::ieee, neg);
+    if (a > 0x7F800000u) r = nan_code_t<F>(o, neg);
+    return r;
   }
-  if (mag > fi.maxc) return overflow_code(f, o, neg);
-  if (mag == 0 && fi.fnuz) return 0u;
-  return mag | (neg ? fi.sign : 0u);
+}
+/// encode_t for a runtime format.
+ATTEST_HD inline std::uint32_t encode(FormatId f, float x, Rounding tie, Overflow o) {
+  return dispatch_format(f, 0u, [&](auto c) { return encode_t<decltype(c)::value>(x, tie, o); });
 }
 
 /// Value of a code (exact), NaN for NaN codes; int8 codes are two's complement.
@@ -209,8 +284,15 @@ ATTEST_HD inline float decode(FormatId f, std::uint32_t code) {
   return neg ? -v : v;
 }
 
-/// bf16 rounding (RNE, IEEE overflow) of a float, as a float.
-ATTEST_HD inline float round_bf16(float x) { return decode(FormatId::bf16, encode(FormatId::bf16, x, Rounding::rne, Overflow::ieee)); }
+/// bf16 rounding (RNE, IEEE overflow) of a float, as a float: decode(encode(bf16, x, rne, ieee)).
+/// bf16 is float's upper half, so RNE is an integer add at bit 16 (ties to even via bit 16; a
+/// carry moves into the exponent, FLT_MAX's neighbourhood carries into Inf); float subnormals
+/// round on the same grid. NaN becomes the sign-keeping quiet NaN (bf16 0x7FC0 / 0xFFC0).
+ATTEST_HD inline float round_bf16(float x) {
+  const std::uint32_t u = fbits(x);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return ffrom((u & 0x80000000u) | 0x7FC00000u);
+  return ffrom((u + 0x7FFFu + ((u >> 16) & 1u)) & 0xFFFF0000u);
+}
 
 /// FP32 scale s of a group with absolute maximum a (ScaleRule).
 ATTEST_HD inline float uniform_scale(float a, ScaleRule r, float qmax) {
@@ -243,22 +325,26 @@ ATTEST_HD inline std::uint32_t to_int8(float q, bool half) {
 }
 
 /// MX element maximum used by rceil: the format maximum; 127/64 for MXINT8.
-ATTEST_HD inline float mx_elem_max(FormatId f) { return f == FormatId::int8 ? 127.0f / 64.0f : ffrom(fmt_info(f).max_bits); }
+template <FormatId F>
+ATTEST_HD inline float mx_elem_max_t() { return F == FormatId::int8 ? 127.0f / 64.0f : ffrom(Fmt<F>::max_bits); }
+ATTEST_HD inline float mx_elem_max(FormatId f) {
+  return dispatch_format(f, 0.0f, [](auto c) { return mx_elem_max_t<decltype(c)::value>(); });
+}
 
-/// E8M0 code of a block with absolute maximum amax (docs/quantizer-schemes.md, "E8M0 scale rules").
-ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8M0Rule rule, FormatId elem) {
+/// E8M0 code of a block with absolute maximum amax (docs/quantizer-schemes.md, "E8M0 scale
+/// rules"); emax and elem_max are the element format's MX emax and mx_elem_max.
+ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8M0Rule rule, int emax, float elem_max) {
   if (!is_finite(amax)) return 0xFFu;
   const float a = fabs_(amax);
   const std::uint32_t u = fbits(a);
   const int e = static_cast<int>(u >> 23);
   const std::uint32_t m = u & 0x7FFFFFu;
-  const int emax = fmt_info(elem).emax;
   auto clamp = [](int v, int lo, int hi) { return v < lo ? lo : (v > hi ? hi : v); };
   switch (rule) {
     case E8M0Rule::floor: return static_cast<std::uint32_t>(clamp(e - 127 - emax, -127, 127) + 127);
     case E8M0Rule::ceil: return static_cast<std::uint32_t>(clamp(e - 127 + (m != 0 ? 1 : 0) - emax, -127, 127) + 127);
     case E8M0Rule::rceil: {
-      const float d = a * (1.0f / mx_elem_max(elem));
+      const float d = a * (1.0f / elem_max);
       if (!is_finite(d)) return 0xFFu;
       const std::uint32_t ud = fbits(d);
       const int ed = static_cast<int>(ud >> 23);
@@ -286,6 +372,10 @@ ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8M0Rule rule, FormatId el
   return 0xFFu;
 }
 
+ATTEST_HD inline std::uint32_t e8m0_scale(float amax, E8M0Rule rule, FormatId elem) {
+  return e8m0_scale(amax, rule, fmt_info(elem).emax, mx_elem_max(elem));
+}
+
 /// What a block's elements are multiplied by: 2^(127 - code) (exact; 2^-127 is subnormal), or for
 /// aiter_hip_fp8 the float with bits (254 - code) << 23; NaN for 0xFF.
 ATTEST_HD inline float e8m0_multiplier(std::uint32_t code, E8M0Rule rule) {
@@ -296,13 +386,17 @@ ATTEST_HD inline float e8m0_multiplier(std::uint32_t code, E8M0Rule rule) {
 
 /// MX element code of v (already multiplied). MXINT8: round(v * 64) with the tie rule, clamped to
 /// [-127, 127] (v * 64 is exact unless it overflows, which saturates anyway).
-ATTEST_HD inline std::uint32_t mx_element_code(float v, FormatId elem, Rounding tie, Overflow o) {
-  if (elem == FormatId::int8) {
-    std::uint32_t c = encode_int8(v * 64.0f, tie);
-    if (c == 0x80u) c = 0x81u;  // -128 -> -127
-    return c;
+template <FormatId F>
+ATTEST_HD inline std::uint32_t mx_element_code_t(float v, Rounding tie, Overflow o) {
+  if constexpr (F == FormatId::int8) {
+    const std::uint32_t c = encode_int8(v * 64.0f, tie);
+    return c == 0x80u ? 0x81u : c;  // -128 -> -127
+  } else {
+    return encode_t<F>(v, tie, o);
   }
-  return encode(elem, v, tie, o);
+}
+ATTEST_HD inline std::uint32_t mx_element_code(float v, FormatId elem, Rounding tie, Overflow o) {
+  return dispatch_format(elem, 0u, [&](auto c) { return mx_element_code_t<decltype(c)::value>(v, tie, o); });
 }
 
 /// NaN-propagating running amax (torch.amax semantics) as float bits of |v|: the unsigned order of
@@ -324,21 +418,51 @@ ATTEST_HD inline void fwht128(float* x) {
 
 /// h32_bf16 on one block of 32 channels in place: inputs rounded to bf16, y_k = sum_j x_j * +-kH32Bf16
 /// (sign (-1)^popcount(j & k)), accumulated in FP32 in index order from +0.
-ATTEST_HD inline void hadamard32_bf16(float* x) {
-  float in[32];
-  for (int j = 0; j < 32; ++j) in[j] = round_bf16(x[j]);
-  for (int k = 0; k < 32; ++k) {
-    float acc = 0.0f;
-    for (int j = 0; j < 32; ++j) {
-      unsigned jk = static_cast<unsigned>(j & k), par = 0;
-      while (jk != 0) {
-        par ^= jk & 1u;
-        jk >>= 1;
-      }
-      acc = acc + in[j] * (par != 0 ? -kH32Bf16 : kH32Bf16);
+///
+/// Computed as the reference's 32 sequential chains, with two exact rewrites:
+///  - one product per input: x_j * (-c) = -(x_j * c) exactly (round to nearest is symmetric) and
+///    acc + (-p) is acc - p by IEEE's definition of subtraction, so acc +- p_j with p_j = x_j * c
+///    is acc + x_j * (+-c) bit for bit;
+///  - shared prefixes: the signs of terms j < 2^m depend only on k mod 2^m (popcount(j & k) sees
+///    k's low m bits), so all outputs k with equal k mod 2^m run through the same first 2^m
+///    operations. Level m extends each of the 2^m prefix sums over terms [0, 2^m) by the terms
+///    [2^m, 2^(m+1)) twice: for k's bit m clear (sign parity(j & r)) and set (the opposite sign,
+///    since bit m of j is set there). Every output's chain is still ((0 + p_0) +- p_1) +- ... in
+///    index order, each step the same IEEE operation on the same operands: 683 additions per
+///    block instead of 1024.
+/// Level M of hadamard32_bf16: the 2^M prefix sums over terms [0, 2^M) in acc[0, 2^M) become the
+/// 2^(M+1) prefix sums over [0, 2^(M+1)). A template per level: constant loop bounds, so the
+/// loops unroll and acc stays in registers.
+template <int M>
+ATTEST_HD inline void h32_level(float* acc, const float* p) {
+  constexpr int h = 1 << M;
+  ATTEST_QM_UNROLL
+  for (int r = 0; r < h; ++r) {
+    float lo = acc[r], hi = acc[r];
+    ATTEST_QM_UNROLL
+    for (int j = h; j < 2 * h; ++j) {
+      const unsigned jr = static_cast<unsigned>(j & r);  // 5 bits: parity by a closed form (no loop)
+      const bool minus = ((jr ^ (jr >> 1) ^ (jr >> 2) ^ (jr >> 3) ^ (jr >> 4)) & 1u) != 0;
+      lo = minus ? lo - p[j] : lo + p[j];
+      hi = minus ? hi + p[j] : hi - p[j];
     }
-    x[k] = acc;
+    acc[r] = lo;
+    acc[r + h] = hi;
   }
+}
+ATTEST_HD inline void hadamard32_bf16(float* x) {
+  float p[32];
+  ATTEST_QM_UNROLL
+  for (int j = 0; j < 32; ++j) p[j] = round_bf16(x[j]) * kH32Bf16;
+  float acc[32];
+  acc[0] = 0.0f + p[0];  // the one prefix over [0, 1); 0 + p, not p: -0 becomes +0 as in the reference
+  h32_level<0>(acc, p);
+  h32_level<1>(acc, p);
+  h32_level<2>(acc, p);
+  h32_level<3>(acc, p);
+  h32_level<4>(acc, p);
+  ATTEST_QM_UNROLL
+  for (int k = 0; k < 32; ++k) x[k] = acc[k];
 }
 
 /// Rotation and prescale of one token row of C channels in place (smoothing already applied):
@@ -425,11 +549,13 @@ struct GroupScale {
   float scale;           ///< the FP32 scale (apply=div)
   float mult;            ///< element multiplier (apply=mul, mx)
 };
-ATTEST_HD inline GroupScale group_scale(float amax, const Scheme& s) {
+/// group_scale for a scheme whose element format is F (the kernels' compile-time format).
+template <FormatId F>
+ATTEST_HD inline GroupScale group_scale_t(float amax, const Scheme& s) {
   GroupScale g{fbits(1.0f), 1.0f, 1.0f};
   if (s.family == Family::cast) return g;
   if (s.family == Family::mx) {
-    g.stored = e8m0_scale(amax, s.e8m0, s.element);
+    g.stored = e8m0_scale(amax, s.e8m0, Fmt<F>::emax, mx_elem_max_t<F>());
     g.mult = e8m0_multiplier(g.stored, s.e8m0);
     return g;
   }
@@ -438,17 +564,36 @@ ATTEST_HD inline GroupScale group_scale(float amax, const Scheme& s) {
   if (s.apply == ApplyOp::mul) g.mult = uniform_inverse(amax, s.scale, s.scale_max);
   return g;
 }
+ATTEST_HD inline GroupScale group_scale(float amax, const Scheme& s) {
+  return dispatch_format(s.element, GroupScale{fbits(1.0f), 1.0f, 1.0f},
+                         [&](auto c) { return group_scale_t<decltype(c)::value>(amax, s); });
+}
 
-/// Element code of a prepared value v in a group.
+/// Element code of a prepared value v in a group, for family FAM and element format F (the
+/// kernels' compile-time pair; s.family == FAM and s.element == F).
+template <FormatId F, Family FAM>
+ATTEST_HD inline std::uint32_t element_code_t(float v, const GroupScale& g, const Scheme& s) {
+  if constexpr (FAM == Family::cast) return encode_t<F>(v, s.elem_round, s.overflow);
+  else if constexpr (FAM == Family::int8)
+    return to_int8(s.apply == ApplyOp::mul ? v * g.mult : v / g.scale, s.int_round == IntRounding::half);
+  else if constexpr (FAM == Family::fp8)
+    return encode_t<F>(s.apply == ApplyOp::mul ? v * g.mult : v / g.scale, s.elem_round, s.overflow);
+  else if constexpr (FAM == Family::mx) return mx_element_code_t<F>(v * g.mult, s.elem_round, s.overflow);
+  else return 0u;  // identity: refused on the host (require_device_quantizer)
+}
+/// element_code_t for a runtime family and format.
 ATTEST_HD inline std::uint32_t element_code(float v, const GroupScale& g, const Scheme& s) {
-  switch (s.family) {
-    case Family::cast: return encode(s.element, v, s.elem_round, s.overflow);
-    case Family::int8: return to_int8(s.apply == ApplyOp::mul ? v * g.mult : v / g.scale, s.int_round == IntRounding::half);
-    case Family::fp8: return encode(s.element, s.apply == ApplyOp::mul ? v * g.mult : v / g.scale, s.elem_round, s.overflow);
-    case Family::mx: return mx_element_code(v * g.mult, s.element, s.elem_round, s.overflow);
-    case Family::identity: break;  // refused on the host (require_device_quantizer)
-  }
-  return 0u;
+  return dispatch_format(s.element, 0u, [&](auto c) -> std::uint32_t {
+    constexpr FormatId F = decltype(c)::value;
+    switch (s.family) {
+      case Family::cast: return element_code_t<F, Family::cast>(v, g, s);
+      case Family::int8: return element_code_t<F, Family::int8>(v, g, s);
+      case Family::fp8: return element_code_t<F, Family::fp8>(v, g, s);
+      case Family::mx: return element_code_t<F, Family::mx>(v, g, s);
+      case Family::identity: break;
+    }
+    return 0u;
+  });
 }
 
 }  // namespace attest::gpu::qm
