@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -294,10 +296,16 @@ int rotation_copies(std::size_t set_bytes, std::size_t target) {
 
 // ---- the benchmark ----
 
-nlohmann::json run_bench(const BenchOptions& o) {
-  if (o.repeat < 1) throw Error("bench: --repeat must be >= 1");
-  if (o.shapes.empty()) throw Error("bench: no shapes");
-  const auto dist = datasets::parse_distribution(o.dist);
+namespace {
+
+struct BenchJob {
+  kernels::Kernel* k;
+  std::string recipe;
+  const ModelShape* shape;
+};
+
+// The kernels --kernel selects, in registry order (mutants only when the glob selects them).
+std::vector<kernels::Kernel*> selected_kernels(const BenchOptions& o) {
   const auto& reg = kernels::Registry::instance();
   const bool mutants = reg.selects_planted_bugs(o.kernel);
   std::vector<kernels::Kernel*> ks;
@@ -312,184 +320,212 @@ nlohmann::json run_bench(const BenchOptions& o) {
     for (const auto& k : kernels::Registry::instance().all()) valid += (valid.empty() ? "" : " ") + k->name();
     throw Error("bench: --kernel '" + o.kernel + "' matches no registered kernel (registered: " + valid + ")");
   }
-  struct Job {
-    kernels::Kernel* k;
-    std::string recipe;
-    const ModelShape* shape;
-  };
-  std::vector<Job> jobs;
+  return ks;
+}
+
+// Every selected (shape, kernel, recipe), shapes outermost.
+std::vector<BenchJob> bench_jobs(const BenchOptions& o) {
+  const std::vector<kernels::Kernel*> ks = selected_kernels(o);
+  std::vector<BenchJob> jobs;
   for (const auto& s : o.shapes)
     for (auto* k : ks)
       for (const auto& r : k->recipes())
         if (o.recipe.empty() || glob(o.recipe, r)) jobs.push_back({k, r, &s});
   if (jobs.empty()) throw Error("bench: --recipe '" + o.recipe + "' matches no recipe of the selected kernels");
+  return jobs;
+}
+
+nlohmann::json bench_meta(const BenchOptions& o) {
+  nlohmann::json meta = suite_info();
+  meta["omp_threads"] = omp_get_max_threads();
+  meta["host_rotation_bytes"] = host_rotation_bytes();
+  meta["device_rotation_bytes"] = kDeviceRotationBytes;
+  meta["repeat"] = o.repeat;
+  meta["warmup"] = o.warmup;
+  meta["min_sample_ms"] = o.min_sample_ms;
+  meta["dist"] = o.dist;
+  meta["seed"] = o.seed;
+  meta["selection"] = {{"kernel", o.kernel}, {"recipe", o.recipe}};
+  meta["with_preprocessing"] = o.with_preprocessing;
+  return meta;
+}
+
+// An attention row's descriptor: the case, the kernel and its operand formats, the FLOPs of a call.
+nlohmann::json attention_row(const BenchJob& job, const Problem& p, const Recipe& rc) {
+  nlohmann::json row;
+  row["case"] = fmt::format("kernel={} recipe={} problem={}", job.k->name(), job.recipe, job.shape->problem);
+  row["type"] = "attention";
+  row["kernel"] = job.k->name();
+  row["backend"] = job.k->backend();
+  row["recipe"] = job.recipe;
+  row["problem"] = job.shape->problem;
+  row["shape"] = job.shape->name;
+  row["qk"] = scheme_format(rc.q) == scheme_format(rc.k) ? scheme_format(rc.q) : scheme_format(rc.q) + "/" + scheme_format(rc.k);
+  row["v"] = scheme_format(rc.v);
+  row["p"] = std::string(name(rc.p));
+  row["o"] = std::string(name(rc.out));
+  row["flops"] = p.flops();
+  return row;
+}
+
+// Why a case is not timed, as a row's status and reason ("skipped", "unsupported", "not timed"),
+// or nothing: decided before any input is generated.
+std::optional<std::pair<std::string, std::string>> why_not_timed(const BenchJob& job, const Problem& p,
+                                                                 const Recipe& rc, const BenchOptions& o) {
+  const double flops = p.flops();
+  if (o.max_gflop > 0 && flops > o.max_gflop * 1e9)
+    return std::pair{"skipped", fmt::format("{:.1f} GFLOP per call exceeds --max-gflop {}", flops * 1e-9, o.max_gflop)};
+  if (p.layout != Layout::bshd) return std::pair{"skipped", "bench times the bshd layout only"};
+  if (auto st = job.k->supports(p, rc); !st) return std::pair{"unsupported", st.reason()};
+  if (job.k->backend() != "cpu" && job.k->device() == nullptr)
+    return std::pair{"not timed", "device kernel without a device side (Kernel::device(); its run() includes host<->device copies)"};
+  return std::nullopt;
+}
+
+// Times one attention case into row: `copies` copies of the inputs rotated past the caches; a CPU
+// kernel's run() under the steady clock, a device side's launches under events (its output then
+// compared bitwise with run()'s).
+void time_attention(const BenchJob& job, const Problem& p, const Recipe& rc, const datasets::Qkv& qkv,
+                    const BenchOptions& o, nlohmann::json& row) {
+  const bool host = job.k->backend() == "cpu";
+  const std::size_t set_bytes = tensor_bytes(qkv.q) + tensor_bytes(qkv.k) + tensor_bytes(qkv.v);
+  const std::size_t target = host ? host_rotation_bytes() : kDeviceRotationBytes;
+  const int copies = rotation_copies(set_bytes, target);
+  const bool rg = p.ragged();
+  const std::int64_t bq = rg ? 1 : p.batch, tq = rg ? p.cu_seqlens_q.back() : p.seqlen_q;
+  Tensor out(DType::f32, {bq, tq, p.heads_q, p.head_dim_v});
+  Tensor lse(DType::f32, {bq, p.heads_q, tq});
+  const Tensor* lse_arg = job.k->capabilities().lse ? &lse : nullptr;
+  row["buffers"] = copies;
+  row["rotation_bytes"] = set_bytes * static_cast<std::size_t>(copies);
+  int per_sample = 1;
+  std::vector<double> samples;
+  if (host) {
+    std::vector<datasets::Qkv> sets;
+    sets.push_back({qkv.q, qkv.k, qkv.v});
+    for (int c = 1; c < copies; ++c) sets.push_back({deep_copy(qkv.q), deep_copy(qkv.k), deep_copy(qkv.v)});
+    samples = time_host(
+        [&](int i) {
+          const auto& s = sets[static_cast<std::size_t>(i)];
+          job.k->run(kernels::Args{p, rc, s.q, s.k, s.v, out, lse_arg, ""});
+        },
+        copies, o, per_sample);
+    row["timer"] = "host";
+  } else {
+#if defined(ATTEST_BENCH_GPU)
+    const DeviceRun dr(*job.k->device(), p, rc, qkv, lse_arg != nullptr, copies);
+    samples = time_device([&](int i) { dr.launch(i); }, copies, o, per_sample);
+    row["timer"] = "device";
+    // A timed kernel must compute what run() computes: compare the device output bitwise.
+    Tensor ref_out(DType::f32, out.shape());
+    job.k->run(kernels::Args{p, rc, qkv.q, qkv.k, qkv.v, ref_out, lse_arg, ""});
+    dr.download(out);
+    row["output_matches_run"] = std::memcmp(out.storage().data(), ref_out.storage().data(), out.storage().size()) == 0;
+    if (o.graph) row["graph"] = {{"status", "not timed"}, {"reason", "graph replay timing is not implemented for device sides yet"}};
+#else
+    throw Error("device kernel in a build without a GPU backend");
+#endif
+  }
+  row.update(stats_json(samples));
+  row["calls_per_sample"] = per_sample;
+  row["repeat"] = o.repeat;
+  row["tflops"] = p.flops() / (row["median_ms"].get<double>() * 1e-3) * 1e-12;
+  row["status"] = "timed";
+}
+
+// The recipe's Q/K/V quantizers (preprocessing a kernel like SageAttention runs before
+// attention), timed with the reference quantizers: the suite has no quantizer kernels of its
+// own, so these rows measure the CPU model of that step. One row per quantizer case not in
+// `seen` (operand, scheme, problem), appended to rows.
+void time_quantizers(const BenchJob& job, const Problem& p, const Recipe& rc, const datasets::Qkv& qkv,
+                     const BenchOptions& o, std::vector<std::string>& seen, nlohmann::json& rows) {
+  const Tensor* inputs[3] = {&qkv.q, &qkv.k, &qkv.v};
+  const Scheme schemes[3] = {rc.q, rc.k, rc.v};
+  const char* roles[3] = {"q", "k", "v"};
+  for (int r = 0; r < 3; ++r) {
+    if (is_plain_cast(schemes[r])) continue;
+    const std::string qcase = fmt::format("quantize operand={} scheme={} problem={}", roles[r], to_string(schemes[r]), job.shape->problem);
+    if (std::find(seen.begin(), seen.end(), qcase) != seen.end()) continue;
+    seen.push_back(qcase);
+    nlohmann::json qrow;
+    qrow["case"] = qcase;
+    qrow["type"] = "quantizer";
+    qrow["kernel"] = "ref.quantize";
+    qrow["backend"] = "cpu";
+    qrow["operand"] = roles[r];
+    qrow["scheme"] = to_string(schemes[r]);
+    qrow["recipe"] = job.recipe;
+    qrow["problem"] = job.shape->problem;
+    qrow["shape"] = job.shape->name;
+    try {
+      const Scheme& qs = schemes[r];
+      ref::require_quantizer(qs);
+      ref::QuantInputs qin;
+      qin.sm_scale = p.scale();
+      const Tensor x = inputs[r]->permute({0, 2, 1, 3});  // [B, H, T, C]: slabs of tokens x channels
+      const auto probe = ref::quantize(x, qs, qin);
+      const std::size_t bytes =
+          tensor_bytes(*inputs[r]) + tensor_bytes(probe.codes) + tensor_bytes(probe.scales) + tensor_bytes(probe.mean);
+      int qps = 1;
+      const auto qs_ms = time_host([&](int) { (void)ref::quantize(x, qs, qin); }, 1, o, qps);
+      qrow.update(stats_json(qs_ms));
+      qrow["calls_per_sample"] = qps;
+      qrow["repeat"] = o.repeat;
+      qrow["timer"] = "host";
+      qrow["bytes"] = bytes;
+      qrow["gbs"] = static_cast<double>(bytes) / (qrow["median_ms"].get<double>() * 1e-3) * 1e-9;
+      qrow["status"] = "timed";
+    } catch (const Error& e) {
+      qrow["status"] = "unsupported";
+      qrow["reason"] = e.what();
+    }
+    rows.push_back(std::move(qrow));
+  }
+}
+
+// One job's attention row: not timed (and why), timed, or the error that stopped it. Its
+// quantizer rows (--with-preprocessing) go to rows first.
+nlohmann::json bench_case(const BenchJob& job, const BenchOptions& o, datasets::Distribution dist,
+                          std::vector<std::string>& quantizer_cases, nlohmann::json& rows) {
+  const Problem p = parse_problem(job.shape->problem);
+  const Recipe rc = parse_recipe(job.recipe);
+  nlohmann::json row = attention_row(job, p, rc);
+  if (auto why = why_not_timed(job, p, rc, o)) {
+    row["status"] = why->first;
+    row["reason"] = why->second;
+    return row;
+  }
+  try {
+    const auto qkv = datasets::generate_qkv(p, dist, o.seed);
+    time_attention(job, p, rc, qkv, o, row);
+    if (o.with_preprocessing) time_quantizers(job, p, rc, qkv, o, quantizer_cases, rows);
+  } catch (const Error& e) {
+    row["status"] = "error";
+    row["reason"] = e.what();
+  }
+  return row;
+}
+
+}  // namespace
+
+nlohmann::json run_bench(const BenchOptions& o) {
+  if (o.repeat < 1) throw Error("bench: --repeat must be >= 1");
+  if (o.shapes.empty()) throw Error("bench: no shapes");
+  const auto dist = datasets::parse_distribution(o.dist);
+  const std::vector<BenchJob> jobs = bench_jobs(o);
 
   nlohmann::json rep;
   rep["kind"] = "bench";
-  rep["meta"] = suite_info();
-  rep["meta"]["omp_threads"] = omp_get_max_threads();
-  rep["meta"]["host_rotation_bytes"] = host_rotation_bytes();
-  rep["meta"]["device_rotation_bytes"] = kDeviceRotationBytes;
-  rep["meta"]["repeat"] = o.repeat;
-  rep["meta"]["warmup"] = o.warmup;
-  rep["meta"]["min_sample_ms"] = o.min_sample_ms;
-  rep["meta"]["dist"] = o.dist;
-  rep["meta"]["seed"] = o.seed;
-  rep["meta"]["selection"] = {{"kernel", o.kernel}, {"recipe", o.recipe}};
-  rep["meta"]["with_preprocessing"] = o.with_preprocessing;
+  rep["meta"] = bench_meta(o);
   auto& rows = rep["results"] = nlohmann::json::array();
   const auto t_start = Clock::now();
-
+  std::vector<std::string> quantizer_cases;  // quantizer rows written so far (each is timed once)
   std::size_t done = 0;
-  const std::size_t total = jobs.size();
-  std::vector<std::string> quantizer_cases;
-  auto emit = [&](nlohmann::json row) {
-    rows.push_back(std::move(row));
-    if (o.on_row) o.on_row(rows.back(), done, total);
-  };
-
-  for (const Job& job : jobs) {
+  for (const BenchJob& job : jobs) {
     ++done;
-    const Problem p = parse_problem(job.shape->problem);
-    const Recipe rc = parse_recipe(job.recipe);
-    nlohmann::json row;
-    row["case"] = fmt::format("kernel={} recipe={} problem={}", job.k->name(), job.recipe, job.shape->problem);
-    row["type"] = "attention";
-    row["kernel"] = job.k->name();
-    row["backend"] = job.k->backend();
-    row["recipe"] = job.recipe;
-    row["problem"] = job.shape->problem;
-    row["shape"] = job.shape->name;
-    row["qk"] = scheme_format(rc.q) == scheme_format(rc.k) ? scheme_format(rc.q) : scheme_format(rc.q) + "/" + scheme_format(rc.k);
-    row["v"] = scheme_format(rc.v);
-    row["p"] = std::string(name(rc.p));
-    row["o"] = std::string(name(rc.out));
-    const double flops = p.flops();
-    row["flops"] = flops;
-    if (o.max_gflop > 0 && flops > o.max_gflop * 1e9) {
-      row["status"] = "skipped";
-      row["reason"] = fmt::format("{:.1f} GFLOP per call exceeds --max-gflop {}", flops * 1e-9, o.max_gflop);
-      emit(std::move(row));
-      continue;
-    }
-    if (p.layout != Layout::bshd) {
-      row["status"] = "skipped";
-      row["reason"] = "bench times the bshd layout only";
-      emit(std::move(row));
-      continue;
-    }
-    if (auto st = job.k->supports(p, rc); !st) {
-      row["status"] = "unsupported";
-      row["reason"] = st.reason();
-      emit(std::move(row));
-      continue;
-    }
-    const bool host = job.k->backend() == "cpu";
-    const kernels::DeviceEntry* device = host ? nullptr : job.k->device();
-    if (!host && device == nullptr) {
-      row["status"] = "not timed";
-      row["reason"] = "device kernel without a device side (Kernel::device(); its run() includes host<->device copies)";
-      emit(std::move(row));
-      continue;
-    }
-    try {
-      const auto qkv = datasets::generate_qkv(p, dist, o.seed);
-      const std::size_t set_bytes = tensor_bytes(qkv.q) + tensor_bytes(qkv.k) + tensor_bytes(qkv.v);
-      const std::size_t target = host ? host_rotation_bytes() : kDeviceRotationBytes;
-      const int copies = rotation_copies(set_bytes, target);
-      const bool rg = p.ragged();
-      const std::int64_t bq = rg ? 1 : p.batch, tq = rg ? p.cu_seqlens_q.back() : p.seqlen_q;
-      Tensor out(DType::f32, {bq, tq, p.heads_q, p.head_dim_v});
-      Tensor lse(DType::f32, {bq, p.heads_q, tq});
-      const Tensor* lse_arg = job.k->capabilities().lse ? &lse : nullptr;
-      row["buffers"] = copies;
-      row["rotation_bytes"] = set_bytes * static_cast<std::size_t>(copies);
-      int per_sample = 1;
-      std::vector<double> samples;
-      if (host) {
-        std::vector<datasets::Qkv> sets;
-        sets.push_back({qkv.q, qkv.k, qkv.v});
-        for (int c = 1; c < copies; ++c) sets.push_back({deep_copy(qkv.q), deep_copy(qkv.k), deep_copy(qkv.v)});
-        samples = time_host(
-            [&](int i) {
-              const auto& s = sets[static_cast<std::size_t>(i)];
-              job.k->run(kernels::Args{p, rc, s.q, s.k, s.v, out, lse_arg, ""});
-            },
-            copies, o, per_sample);
-        row["timer"] = "host";
-      } else {
-#if defined(ATTEST_BENCH_GPU)
-        const DeviceRun dr(*device, p, rc, qkv, lse_arg != nullptr, copies);
-        samples = time_device([&](int i) { dr.launch(i); }, copies, o, per_sample);
-        row["timer"] = "device";
-        // A timed kernel must compute what run() computes: compare the device output bitwise.
-        Tensor ref_out(DType::f32, out.shape());
-        job.k->run(kernels::Args{p, rc, qkv.q, qkv.k, qkv.v, ref_out, lse_arg, ""});
-        dr.download(out);
-        row["output_matches_run"] = std::memcmp(out.storage().data(), ref_out.storage().data(), out.storage().size()) == 0;
-        if (o.graph) row["graph"] = {{"status", "not timed"}, {"reason", "graph replay timing is not implemented for device sides yet"}};
-#else
-        throw Error("device kernel in a build without a GPU backend");
-#endif
-      }
-      row.update(stats_json(samples));
-      row["calls_per_sample"] = per_sample;
-      row["repeat"] = o.repeat;
-      row["tflops"] = flops / (row["median_ms"].get<double>() * 1e-3) * 1e-12;
-      row["status"] = "timed";
-
-      if (o.with_preprocessing) {
-        // The recipe's Q/K/V quantizers (preprocessing a kernel like SageAttention runs before
-        // attention), timed with the reference quantizers: the suite has no quantizer kernels
-        // of its own, so these rows measure the CPU model of that step.
-        const Tensor* inputs[3] = {&qkv.q, &qkv.k, &qkv.v};
-        const Scheme schemes[3] = {rc.q, rc.k, rc.v};
-        const char* roles[3] = {"q", "k", "v"};
-        for (int r = 0; r < 3; ++r) {
-          if (is_plain_cast(schemes[r])) continue;
-          const std::string qcase = fmt::format("quantize operand={} scheme={} problem={}", roles[r], to_string(schemes[r]), job.shape->problem);
-          if (std::find(quantizer_cases.begin(), quantizer_cases.end(), qcase) != quantizer_cases.end()) continue;
-          quantizer_cases.push_back(qcase);
-          nlohmann::json qrow;
-          qrow["case"] = qcase;
-          qrow["type"] = "quantizer";
-          qrow["kernel"] = "ref.quantize";
-          qrow["backend"] = "cpu";
-          qrow["operand"] = roles[r];
-          qrow["scheme"] = to_string(schemes[r]);
-          qrow["recipe"] = job.recipe;
-          qrow["problem"] = job.shape->problem;
-          qrow["shape"] = job.shape->name;
-          try {
-            const Scheme& qs = schemes[r];
-            ref::require_quantizer(qs);
-            ref::QuantInputs qin;
-            qin.sm_scale = p.scale();
-            const Tensor x = inputs[r]->permute({0, 2, 1, 3});  // [B, H, T, C]: slabs of tokens x channels
-            const auto probe = ref::quantize(x, qs, qin);
-            const std::size_t bytes =
-                tensor_bytes(*inputs[r]) + tensor_bytes(probe.codes) + tensor_bytes(probe.scales) + tensor_bytes(probe.mean);
-            int qps = 1;
-            const auto qs_ms = time_host([&](int) { (void)ref::quantize(x, qs, qin); }, 1, o, qps);
-            qrow.update(stats_json(qs_ms));
-            qrow["calls_per_sample"] = qps;
-            qrow["repeat"] = o.repeat;
-            qrow["timer"] = "host";
-            qrow["bytes"] = bytes;
-            qrow["gbs"] = static_cast<double>(bytes) / (qrow["median_ms"].get<double>() * 1e-3) * 1e-9;
-            qrow["status"] = "timed";
-          } catch (const Error& e) {
-            qrow["status"] = "unsupported";
-            qrow["reason"] = e.what();
-          }
-          rows.push_back(std::move(qrow));
-        }
-      }
-    } catch (const Error& e) {
-      row["status"] = "error";
-      row["reason"] = e.what();
-    }
-    emit(std::move(row));
+    nlohmann::json row = bench_case(job, o, dist, quantizer_cases, rows);
+    rows.push_back(std::move(row));
+    if (o.on_row) o.on_row(rows.back(), done, jobs.size());
   }
   rep["seconds"] = std::chrono::duration<double>(Clock::now() - t_start).count();
   return rep;

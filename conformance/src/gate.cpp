@@ -251,300 +251,399 @@ std::vector<Result> run_cases(const std::vector<Case>& cases, const ToleranceTab
   return out;
 }
 
-GateReport run_gate(const GateOptions& opt) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const ToleranceTable& tol = opt.tolerances ? *opt.tolerances : ToleranceTable::builtin();
-  GateReport rep;
+namespace {
+
+// The selected cases of the case set, or an input error (exit 2) before anything is written: an
+// empty selection proves nothing, and device oracles need a GPU build.
+Expansion expand_selection(const GateOptions& opt) {
   if (opt.check.device_oracles && !engine::has_device_backend())
     throw Error("gate: device oracles (the FP64 reference, floor and comparisons on the device engine) need attest built "
                 "with a GPU backend; this one was built with ATTEST_GPU=none (ATTEST_GPU=cuda pip install ./python, or "
                 "scripts/device/build-python-cuda)");
   auto ex = expand(opt.cases, opt.profile, opt.selection);
-  rep.errors = ex.errors;
-  // An empty selection proves nothing: an input error (exit 2), before anything is written.
   if (ex.cases.empty() && ex.errors.empty())
     throw Error(fmt::format("gate: the selection (kernel '{}', recipe '{}', check '{}') matches no case of case set '{}' "
                             "in profile {}", opt.selection.kernel.empty() ? "*" : opt.selection.kernel,
                             opt.selection.recipe.empty() ? "*" : opt.selection.recipe,
                             opt.selection.check.empty() ? "*" : opt.selection.check, opt.cases.name, opt.profile.name));
+  return ex;
+}
 
-  // Groups share inputs, oracles and the baseline run; they are the unit of sharding and of
-  // parallel work.
+// This shard's groups of cases, in case order. Groups share inputs, oracles and the baseline run;
+// they are the unit of sharding and of parallel work.
+std::vector<std::vector<Case>> shard_groups(std::vector<Case> cases, const Shard& shard) {
   std::vector<std::vector<Case>> groups;
-  {
-    std::unordered_map<std::string, std::size_t> at;
-    for (auto& c : ex.cases) {
-      const auto key = group_key(c);
-      auto [it, fresh] = at.emplace(key, groups.size());
-      if (fresh) groups.emplace_back();
-      groups[it->second].push_back(std::move(c));
-    }
+  std::unordered_map<std::string, std::size_t> at;
+  for (auto& c : cases) {
+    const auto key = group_key(c);
+    auto [it, fresh] = at.emplace(key, groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(std::move(c));
   }
   std::vector<std::vector<Case>> mine;
   for (std::size_t g = 0; g < groups.size(); ++g)
-    if (static_cast<int>(g % static_cast<std::size_t>(opt.shard.count)) == opt.shard.index) mine.push_back(std::move(groups[g]));
+    if (static_cast<int>(g % static_cast<std::size_t>(shard.count)) == shard.index) mine.push_back(std::move(groups[g]));
+  return mine;
+}
 
-  std::unordered_map<std::string, Result> done_before;
+// What a resumed run reads back from its journal.
+struct JournalBefore {
+  std::unordered_map<std::string, Result> done;  // by descriptor
   // Worker processes of `gate --isolate` recorded in the journal ({"worker": ...} lines open a
   // worker's part, the supervisor's {"worker_end": ...} says how it ended), for meta.workers.
   nlohmann::json workers = nlohmann::json::array();
-  if (!opt.journal.empty() && opt.resume) {
-    std::ifstream in(opt.journal);
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.empty()) continue;
-      try {
-        const auto j = nlohmann::json::parse(line);
-        if (j.is_object() && j.contains("worker")) {
-          workers.push_back({{"worker", j["worker"].value("index", 0)}, {"pid", j["worker"].value("pid", 0)},
-                             {"results", 0}, {"first", ""}, {"last", ""}, {"ended", "?"}});
-          continue;
-        }
-        if (j.is_object() && j.contains("worker_end")) {
-          for (auto& w : workers)
-            if (w["pid"] == j["worker_end"].value("pid", -1)) w["ended"] = j["worker_end"].value("ended", "?");
-          continue;
-        }
-        auto r = result_from_json(j);  // an {"inflight": ...} marker is no result: skipped here
-        if (!workers.empty()) {
-          auto& w = workers.back();
-          w["results"] = w["results"].get<std::size_t>() + 1;
-          if (w["first"] == "") w["first"] = r.descriptor;
-          w["last"] = r.descriptor;
-        }
-        done_before[r.descriptor] = std::move(r);
-      } catch (const std::exception&) {
-        // A line cut short by a crash: that case runs again.
+};
+
+// Counts result r into a worker's meta.workers entry.
+void count_worker_result(nlohmann::json& worker, const Result& r) {
+  worker["results"] = worker["results"].get<std::size_t>() + 1;
+  if (worker["first"] == "") worker["first"] = r.descriptor;
+  worker["last"] = r.descriptor;
+}
+
+JournalBefore read_journal(const std::filesystem::path& path) {
+  JournalBefore before;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      const auto j = nlohmann::json::parse(line);
+      if (j.is_object() && j.contains("worker")) {
+        before.workers.push_back({{"worker", j["worker"].value("index", 0)}, {"pid", j["worker"].value("pid", 0)},
+                                  {"results", 0}, {"first", ""}, {"last", ""}, {"ended", "?"}});
+        continue;
+      }
+      if (j.is_object() && j.contains("worker_end")) {
+        for (auto& w : before.workers)
+          if (w["pid"] == j["worker_end"].value("pid", -1)) w["ended"] = j["worker_end"].value("ended", "?");
+        continue;
+      }
+      auto r = result_from_json(j);  // an {"inflight": ...} marker is no result: skipped here
+      if (!before.workers.empty()) count_worker_result(before.workers.back(), r);
+      before.done[r.descriptor] = std::move(r);
+    } catch (const std::exception&) {
+      // A line cut short by a crash: that case runs again.
+    }
+  }
+  return before;
+}
+
+// The execution of this shard's groups: worker threads take whole groups; each result goes to its
+// case's position in the report and, as it comes, to the journal.
+class GateRun {
+ public:
+  GateRun(const GateOptions& opt, const ToleranceTable& tol, const std::vector<std::vector<Case>>& groups,
+          const std::unordered_map<std::string, Result>& done_before, GateReport& rep)
+      : opt_(opt),
+        tol_(tol),
+        groups_(groups),
+        done_before_(done_before),
+        rep_(rep),
+        first_index_(groups.size() + 1, 0) {
+    if (!opt.journal.empty()) {
+      if (opt.journal.has_parent_path()) std::filesystem::create_directories(opt.journal.parent_path());
+      journal_ = std::fopen(opt.journal.c_str(), opt.resume ? "a" : "w");
+      if (!journal_) throw Error("journal '" + opt.journal.string() + "': cannot be opened for writing");
+    }
+    if (opt.isolate_worker > 0) {
+      self_worker_ = {{"worker", opt.isolate_worker}, {"pid", static_cast<long>(::getpid())}, {"results", 0},
+                      {"first", ""}, {"last", ""}, {"ended", "finished (wrote the reports)"}};
+      if (journal_) {
+        const std::string line =
+            nlohmann::json{{"worker", {{"index", opt.isolate_worker}, {"pid", static_cast<long>(::getpid())}}}}.dump() + "\n";
+        std::fputs(line.c_str(), journal_);
+        std::fflush(journal_);
       }
     }
+    for (std::size_t g = 0; g < groups.size(); ++g) first_index_[g + 1] = first_index_[g] + groups[g].size();
+    total_ = first_index_.back();
+    rep.results.resize(total_);
+    filled_.assign(total_, false);
+    // An isolated worker runs one case at a time: when the process dies, the one in-flight marker
+    // names the check it died in.
+    jobs_ = opt.isolate_worker > 0
+                ? 1
+                : std::max(1, std::min<int>(opt.jobs, static_cast<int>(std::max<std::size_t>(1, groups.size()))));
   }
-  std::FILE* journal = nullptr;
-  if (!opt.journal.empty()) {
-    if (opt.journal.has_parent_path()) std::filesystem::create_directories(opt.journal.parent_path());
-    journal = std::fopen(opt.journal.c_str(), opt.resume ? "a" : "w");
-    if (!journal) throw Error("journal '" + opt.journal.string() + "': cannot be opened for writing");
-  }
-  nlohmann::json self_worker;  // this process, when it is an isolated worker
-  if (opt.isolate_worker > 0) {
-    self_worker = {{"worker", opt.isolate_worker}, {"pid", static_cast<long>(::getpid())}, {"results", 0},
-                   {"first", ""}, {"last", ""}, {"ended", "finished (wrote the reports)"}};
-    if (journal) {
-      const std::string line =
-          nlohmann::json{{"worker", {{"index", opt.isolate_worker}, {"pid", static_cast<long>(::getpid())}}}}.dump() + "\n";
-      std::fputs(line.c_str(), journal);
-      std::fflush(journal);
-    }
+  GateRun(const GateRun&) = delete;
+  GateRun& operator=(const GateRun&) = delete;
+  ~GateRun() {
+    if (journal_) std::fclose(journal_);
   }
 
-  std::vector<std::size_t> first_index(mine.size() + 1, 0);
-  for (std::size_t g = 0; g < mine.size(); ++g) first_index[g + 1] = first_index[g] + mine[g].size();
-  const std::size_t total = first_index.back();
-  rep.results.resize(total);
-  std::vector<bool> filled(total, false);
-  std::mutex mu;
-  std::size_t done = 0;
-  auto finish = [&](std::size_t pos, Result r, bool resumed) {
-    const std::string line = journal && !resumed ? to_json(r).dump() + "\n" : std::string();  // outside the lock
-    std::lock_guard<std::mutex> lock(mu);
+  // Every case: the groups on jobs_ threads, then the runs_alone() checks on this one. Rethrows
+  // the first exception of a thread. True when an isolated worker stopped after a fault row of
+  // its own: the rest of the run belongs to a fresh process.
+  bool run() {
+    if (jobs_ == 1) {
+      worker();
+    } else {
+      std::vector<std::thread> pool;
+      for (int i = 0; i < jobs_; ++i) pool.emplace_back([this] { worker(); });
+      for (auto& t : pool) t.join();
+      run_alone();
+    }
+    if (journal_) {
+      std::fclose(journal_);
+      journal_ = nullptr;
+    }
+    if (failure_) std::rethrow_exception(failure_);
+    if (stop_) std::erase_if(rep_.results, [&, i = std::size_t{0}](const Result&) mutable { return !filled_[i++]; });
+    return stop_;
+  }
+
+  // This process's meta.workers entry (an isolated worker's).
+  [[nodiscard]] const nlohmann::json& self_worker() const { return self_worker_; }
+
+ private:
+  // Records the result of case `pos` (resumed: read back from the journal, not written again).
+  void finish(std::size_t pos, Result r, bool resumed) {
+    const std::string line = journal_ && !resumed ? to_json(r).dump() + "\n" : std::string();  // outside the lock
+    std::lock_guard<std::mutex> lock(mu_);
     if (!line.empty()) {
-      std::fputs(line.c_str(), journal);
-      std::fflush(journal);
+      std::fputs(line.c_str(), journal_);
+      std::fflush(journal_);
     }
-    if (!resumed && opt.isolate_worker > 0) {
-      self_worker["results"] = self_worker["results"].get<std::size_t>() + 1;
-      if (self_worker["first"] == "") self_worker["first"] = r.descriptor;
-      self_worker["last"] = r.descriptor;
-    }
-    rep.results[pos] = std::move(r);
-    filled[pos] = true;
-    ++done;
-    rep.resumed += resumed;
-    if (opt.on_result) opt.on_result(rep.results[pos], done, total);
-  };
+    if (!resumed && opt_.isolate_worker > 0) count_worker_result(self_worker_, r);
+    rep_.results[pos] = std::move(r);
+    filled_[pos] = true;
+    ++done_;
+    rep_.resumed += resumed;
+    if (opt_.on_result) opt_.on_result(rep_.results[pos], done_, total_);
+  }
 
-  // An isolated worker runs one case at a time: when the process dies, the one in-flight marker
-  // names the check it died in.
-  const int jobs = opt.isolate_worker > 0
-                       ? 1
-                       : std::max(1, std::min<int>(opt.jobs, static_cast<int>(std::max<std::size_t>(1, mine.size()))));
   // Before each check of an isolated worker: the case's row as the supervisor writes it if this
   // process dies during the check (flushed: it must be on disk before the kernel runs).
-  auto mark_inflight = [&](const Case& c) {
-    if (opt.isolate_worker <= 0 || !journal) return;
+  void mark_inflight(const Case& c) {
+    if (opt_.isolate_worker <= 0 || !journal_) return;
     Result r = stub_result(c);
     r.outcome = {Verdict::fault, "in flight", {}};
     const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
     const std::string line = nlohmann::json{{"inflight", to_json(r)}, {"t", now}}.dump() + "\n";
-    std::lock_guard<std::mutex> lock(mu);
-    std::fputs(line.c_str(), journal);
-    std::fflush(journal);
-  };
-  std::atomic<bool> stop{false};  // an isolated worker wrote a fault row of its own: the next case needs a fresh process
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::vector<std::pair<std::size_t, std::size_t>> alone;  // (group, case) of runs_alone() checks
+    std::lock_guard<std::mutex> lock(mu_);
+    std::fputs(line.c_str(), journal_);
+    std::fflush(journal_);
+  }
+
   // A group's refusal row (expand() adds one unless the selection leaves refusal out) judges a
   // refusal inside the declarations once; without it every check of the group fails with it.
-  auto group_options = [&](const std::vector<Case>& group) {
-    CheckOptions o = opt.check;
+  [[nodiscard]] CheckOptions group_options(const std::vector<Case>& group) const {
+    CheckOptions o = opt_.check;
     for (const Case& c : group) o.refusal_row = o.refusal_row || c.check == "refusal";
-    if (o.device_oracles && o.device_threads <= 0) o.device_threads = std::max(1, omp_get_num_procs() / jobs);
+    if (o.device_oracles && o.device_threads <= 0) o.device_threads = std::max(1, omp_get_num_procs() / jobs_);
     return o;
-  };
-  auto worker = [&] {
+  }
+
+  // The check of a resumed case's fault row in group g ("" when none): as Context::run_on does in
+  // one process, the case makes no further kernel call (the row was written by an isolated
+  // worker, or by the supervisor for a process that died in this case).
+  [[nodiscard]] std::string faulted_check(std::size_t g) const {
+    std::string faulted;
+    for (const Case& c : groups_[g])
+      if (auto it = done_before_.find(to_string(c)); it != done_before_.end() && it->second.outcome.verdict == Verdict::fault)
+        faulted = it->second.check;
+    return faulted;
+  }
+
+  // The cases of group g in order, on one Context; runs_alone() checks are deferred to
+  // run_alone() when other threads run.
+  void run_group(std::size_t g) {
+    std::optional<Context> ctx;
+    const std::string faulted = faulted_check(g);
+    for (std::size_t i = 0; i < groups_[g].size(); ++i) {
+      const Case& c = groups_[g][i];
+      const auto desc = to_string(c);
+      if (auto it = done_before_.find(desc); it != done_before_.end()) {
+        finish(first_index_[g] + i, it->second, true);
+        continue;
+      }
+      if (!faulted.empty()) {
+        Result r = stub_result(c);
+        r.outcome = {Verdict::unsupported,
+                     "not run: the kernel faulted earlier in this case (judged by the fault row of check " + faulted + ")",
+                     {}};
+        finish(first_index_[g] + i, std::move(r), false);
+        continue;
+      }
+      if (stop_) break;
+      const Check& check = *find_check(c.check);
+      if (check.runs_alone() && jobs_ > 1) {
+        std::lock_guard<std::mutex> lock(mu_);
+        alone_.emplace_back(g, i);
+        continue;
+      }
+      if (!ctx) ctx.emplace(c, kernel_named(c.kernel), tol_, group_options(groups_[g]));
+      mark_inflight(c);
+      Result r = run_check(*ctx, check);
+      const bool fault = r.outcome.verdict == Verdict::fault;
+      finish(first_index_[g] + i, std::move(r), false);
+      if (fault && opt_.isolate_worker > 0) stop_ = true;
+    }
+  }
+
+  void worker() {
     // Parallel across groups, never inside them: conformance problems are small, and OpenMP
     // teams on a loaded 2-core host spin far longer than the work takes (measured: 5x the CPU
     // time on the smoke set).
     const int omp_before = omp_get_max_threads();
     omp_set_num_threads(1);
     try {
-      for (std::size_t g; !stop && (g = next++) < mine.size();) {
-        std::optional<Context> ctx;
-        // A fault row in the journal (written by an isolated worker, or by the supervisor for a
-        // process that died in this case): as Context::run_on does in one process, the case
-        // makes no further kernel call.
-        std::string faulted;
-        for (const Case& c : mine[g])
-          if (auto it = done_before.find(to_string(c)); it != done_before.end() && it->second.outcome.verdict == Verdict::fault)
-            faulted = it->second.check;
-        for (std::size_t i = 0; i < mine[g].size(); ++i) {
-          const Case& c = mine[g][i];
-          const auto desc = to_string(c);
-          if (auto it = done_before.find(desc); it != done_before.end()) {
-            finish(first_index[g] + i, it->second, true);
-            continue;
-          }
-          if (!faulted.empty()) {
-            Result r = stub_result(c);
-            r.outcome = {Verdict::unsupported,
-                         "not run: the kernel faulted earlier in this case (judged by the fault row of check " + faulted + ")",
-                         {}};
-            finish(first_index[g] + i, std::move(r), false);
-            continue;
-          }
-          if (stop) break;
-          const Check& check = *find_check(c.check);
-          if (check.runs_alone() && jobs > 1) {
-            std::lock_guard<std::mutex> lock(mu);
-            alone.emplace_back(g, i);
-            continue;
-          }
-          if (!ctx) ctx.emplace(c, kernel_named(c.kernel), tol, group_options(mine[g]));
-          mark_inflight(c);
-          Result r = run_check(*ctx, check);
-          const bool fault = r.outcome.verdict == Verdict::fault;
-          finish(first_index[g] + i, std::move(r), false);
-          if (fault && opt.isolate_worker > 0) stop = true;
-        }
-      }
+      for (std::size_t g; !stop_ && (g = next_++) < groups_.size();) run_group(g);
     } catch (...) {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!failure) failure = std::current_exception();
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!failure_) failure_ = std::current_exception();
     }
     omp_set_num_threads(omp_before);
-  };
-  if (jobs == 1) {
-    worker();
-  } else {
-    std::vector<std::thread> pool;
-    for (int i = 0; i < jobs; ++i) pool.emplace_back(worker);
-    for (auto& t : pool) t.join();
-    // Second phase, on this thread alone: the graph-capturing checks, in case order (OpenMP
-    // single-threaded as in the workers).
-    std::sort(alone.begin(), alone.end());
+  }
+
+  // Second phase, on this thread alone: the graph-capturing checks, in case order (OpenMP
+  // single-threaded as in the workers).
+  void run_alone() {
+    std::sort(alone_.begin(), alone_.end());
     const int omp_before = omp_get_max_threads();
     omp_set_num_threads(1);
     std::optional<Context> ctx;
-    std::size_t ctx_group = mine.size();
+    std::size_t ctx_group = groups_.size();
     try {
-      for (const auto& [g, i] : alone) {
-        const Case& c = mine[g][i];
+      for (const auto& [g, i] : alone_) {
+        const Case& c = groups_[g][i];
         if (ctx_group != g) {
-          ctx.emplace(c, kernel_named(c.kernel), tol, group_options(mine[g]));
+          ctx.emplace(c, kernel_named(c.kernel), tol_, group_options(groups_[g]));
           ctx_group = g;
         }
         mark_inflight(c);
-        finish(first_index[g] + i, run_check(*ctx, *find_check(c.check)), false);
+        finish(first_index_[g] + i, run_check(*ctx, *find_check(c.check)), false);
       }
     } catch (...) {
-      if (!failure) failure = std::current_exception();
+      if (!failure_) failure_ = std::current_exception();
     }
     omp_set_num_threads(omp_before);
   }
-  if (journal) std::fclose(journal);
-  if (failure) std::rethrow_exception(failure);
-  if (stop) {
-    // The rest of the run belongs to a fresh process (the supervisor resumes from the journal).
-    rep.stopped = true;
-    std::erase_if(rep.results, [&, i = std::size_t{0}](const Result&) mutable { return !filled[i++]; });
-    return rep;
-  }
 
-  // Coverage per kernel x check. A check the kernel declares, with cases, must judge at least
-  // one: otherwise a kernel that is refused (or refuses) everything would pass the gate. (A pair
-  // whose cases were judged and none passed has failed cases already.) Judged only on a whole
-  // run: a shard may legitimately hold no judged case of a pair.
-  {
-    std::map<std::pair<std::string, std::string>, std::size_t> at;
-    for (const auto& res : rep.results) {
-      auto [it, fresh] = at.emplace(std::pair{res.kernel, res.check}, rep.coverage.size());
-      if (fresh) {
-        Coverage c;
-        c.kernel = res.kernel;
-        c.check = res.check;
-        const Check* ch = find_check(res.check);
-        // A kernel that cannot run on this host at all (Capabilities::unavailable, e.g. a GPU
-        // kernel without a device) declares nothing here; it fails the gate once, below.
-        const kernels::Kernel& k = kernel_named(res.kernel);
-        c.declared = ch != nullptr && k.capabilities().unavailable.empty() && ch->declared_by(k);
-        rep.coverage.push_back(std::move(c));
-      }
-      Coverage& c = rep.coverage[it->second];
-      ++c.cases;
-      c.judged += res.outcome.verdict != Verdict::unsupported;
-      c.passed += res.outcome.verdict == Verdict::passed;
-      if (res.outcome.verdict == Verdict::unsupported && c.first_unsupported.empty()) c.first_unsupported = res.outcome.reason;
-    }
-    // A selected kernel that cannot run here judged nothing: one error naming it and why, so a
-    // GPU profile on a host without a usable GPU never says PASSED (checked on every shard).
-    std::vector<std::string> unavailable_seen;
-    for (const auto& c : rep.coverage) {
-      if (std::find(unavailable_seen.begin(), unavailable_seen.end(), c.kernel) != unavailable_seen.end()) continue;
-      const std::string why = kernel_named(c.kernel).capabilities().unavailable;
-      if (why.empty()) continue;
-      unavailable_seen.push_back(c.kernel);
-      // No case count: the same line on every shard, so `report merge` keeps one.
-      rep.errors.push_back(fmt::format("kernel {} is unavailable on this host ({}): none of its cases could run", c.kernel, why));
-    }
-    if (opt.shard.count == 1)
-      for (const auto& c : rep.coverage)
-        if (c.declared && c.cases > 0 && c.judged == 0)
-          rep.errors.push_back(fmt::format("coverage: kernel {} declares check {} but none of its {} cases was judged (first "
-                                           "unsupported: {})",
-                                           c.kernel, c.check, c.cases, c.first_unsupported));
-  }
+  const GateOptions& opt_;
+  const ToleranceTable& tol_;
+  const std::vector<std::vector<Case>>& groups_;
+  const std::unordered_map<std::string, Result>& done_before_;
+  GateReport& rep_;
+  std::FILE* journal_ = nullptr;
+  nlohmann::json self_worker_;
+  std::vector<std::size_t> first_index_;  // result position of each group's first case
+  std::size_t total_ = 0, done_ = 0;
+  std::vector<bool> filled_;
+  int jobs_ = 1;
+  std::mutex mu_;
+  // An isolated worker wrote a fault row of its own: the next case needs a fresh process.
+  std::atomic<bool> stop_{false};
+  std::atomic<std::size_t> next_{0};
+  std::exception_ptr failure_;
+  std::vector<std::pair<std::size_t, std::size_t>> alone_;  // (group, case) of runs_alone() checks
+};
 
-  rep.meta = suite_info();
-  rep.meta["profile"] = opt.profile.name;
-  rep.meta["fp8"] = opt.profile.fp8;
-  rep.meta["mx"] = opt.profile.mx;
-  rep.meta["cases"] = opt.cases.name;
-  rep.meta["shard"] = fmt::format("{}/{}", opt.shard.index, opt.shard.count);
+// Coverage per kernel x check, in result order.
+std::vector<Coverage> coverage_of(const std::vector<Result>& results) {
+  std::vector<Coverage> coverage;
+  std::map<std::pair<std::string, std::string>, std::size_t> at;
+  for (const auto& res : results) {
+    auto [it, fresh] = at.emplace(std::pair{res.kernel, res.check}, coverage.size());
+    if (fresh) {
+      Coverage c;
+      c.kernel = res.kernel;
+      c.check = res.check;
+      const Check* ch = find_check(res.check);
+      // A kernel that cannot run on this host at all (Capabilities::unavailable, e.g. a GPU
+      // kernel without a device) declares nothing here; it fails the gate once, below.
+      const kernels::Kernel& k = kernel_named(res.kernel);
+      c.declared = ch != nullptr && k.capabilities().unavailable.empty() && ch->declared_by(k);
+      coverage.push_back(std::move(c));
+    }
+    Coverage& c = coverage[it->second];
+    ++c.cases;
+    c.judged += res.outcome.verdict != Verdict::unsupported;
+    c.passed += res.outcome.verdict == Verdict::passed;
+    if (res.outcome.verdict == Verdict::unsupported && c.first_unsupported.empty()) c.first_unsupported = res.outcome.reason;
+  }
+  return coverage;
+}
+
+// The errors coverage implies. A check the kernel declares, with cases, must judge at least one:
+// otherwise a kernel that is refused (or refuses) everything would pass the gate. (A pair whose
+// cases were judged and none passed has failed cases already.) Judged only on a whole run: a
+// shard may legitimately hold no judged case of a pair.
+std::vector<std::string> coverage_errors(const std::vector<Coverage>& coverage, const Shard& shard) {
+  std::vector<std::string> errors;
+  // A selected kernel that cannot run here judged nothing: one error naming it and why, so a
+  // GPU profile on a host without a usable GPU never says PASSED (checked on every shard).
+  std::vector<std::string> unavailable_seen;
+  for (const auto& c : coverage) {
+    if (std::find(unavailable_seen.begin(), unavailable_seen.end(), c.kernel) != unavailable_seen.end()) continue;
+    const std::string why = kernel_named(c.kernel).capabilities().unavailable;
+    if (why.empty()) continue;
+    unavailable_seen.push_back(c.kernel);
+    // No case count: the same line on every shard, so `report merge` keeps one.
+    errors.push_back(fmt::format("kernel {} is unavailable on this host ({}): none of its cases could run", c.kernel, why));
+  }
+  if (shard.count == 1)
+    for (const auto& c : coverage)
+      if (c.declared && c.cases > 0 && c.judged == 0)
+        errors.push_back(fmt::format("coverage: kernel {} declares check {} but none of its {} cases was judged (first "
+                                     "unsupported: {})",
+                                     c.kernel, c.check, c.cases, c.first_unsupported));
+  return errors;
+}
+
+// The report's meta: the suite and host, what was selected and how it was judged. workers:
+// meta.workers of an isolated worker (null otherwise).
+nlohmann::json gate_meta(const GateOptions& opt, const ToleranceTable& tol, const std::vector<Coverage>& coverage,
+                         nlohmann::json workers) {
+  nlohmann::json meta = suite_info();
+  meta["profile"] = opt.profile.name;
+  meta["fp8"] = opt.profile.fp8;
+  meta["mx"] = opt.profile.mx;
+  meta["cases"] = opt.cases.name;
+  meta["shard"] = fmt::format("{}/{}", opt.shard.index, opt.shard.count);
   // Every kernel's declarations (kernels::declared_properties), shown beside its verdicts: a
   // user sees "ftz" next to the subnormal rows it explains. In meta, so `report merge` keeps it.
-  rep.meta["declarations"] = nlohmann::json::object();
-  for (const auto& c : rep.coverage)
-    if (!rep.meta["declarations"].contains(c.kernel))
-      rep.meta["declarations"][c.kernel] = kernels::declared_properties(kernel_named(c.kernel).capabilities());
-  if (opt.isolate_worker > 0) {
-    workers.push_back(self_worker);
-    rep.meta["workers"] = workers;
-  }
+  meta["declarations"] = nlohmann::json::object();
+  for (const auto& c : coverage)
+    if (!meta["declarations"].contains(c.kernel))
+      meta["declarations"][c.kernel] = kernels::declared_properties(kernel_named(c.kernel).capabilities());
+  if (!workers.is_null()) meta["workers"] = std::move(workers);
   if (opt.check.device_oracles)
-    rep.meta["oracles"] = {{"where", "device"}, {"sample_macs", opt.check.device_sample_macs}};
-  rep.meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
-  rep.meta["tolerances"] = {{"source", tol.is_builtin() ? std::string("built-in") : tol.source()},
-                            {"hash", tol.hash()}, {"builtin", tol.is_builtin()}};
+    meta["oracles"] = {{"where", "device"}, {"sample_macs", opt.check.device_sample_macs}};
+  meta["selection"] = {{"kernel", opt.selection.kernel}, {"recipe", opt.selection.recipe}, {"check", opt.selection.check}};
+  meta["tolerances"] = {{"source", tol.is_builtin() ? std::string("built-in") : tol.source()},
+                        {"hash", tol.hash()}, {"builtin", tol.is_builtin()}};
+  return meta;
+}
+
+}  // namespace
+
+GateReport run_gate(const GateOptions& opt) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const ToleranceTable& tol = opt.tolerances ? *opt.tolerances : ToleranceTable::builtin();
+  GateReport rep;
+  auto ex = expand_selection(opt);
+  rep.errors = ex.errors;
+  const auto groups = shard_groups(std::move(ex.cases), opt.shard);
+  const JournalBefore before = !opt.journal.empty() && opt.resume ? read_journal(opt.journal) : JournalBefore{};
+
+  nlohmann::json workers;  // meta.workers: those of the journal, then this process (isolated workers only)
+  {
+    GateRun execution(opt, tol, groups, before.done, rep);
+    if (execution.run()) {
+      rep.stopped = true;  // the rest of the run belongs to a fresh process (the supervisor resumes from the journal)
+      return rep;
+    }
+    if (opt.isolate_worker > 0) {
+      workers = before.workers;
+      workers.push_back(execution.self_worker());
+    }
+  }
+
+  rep.coverage = coverage_of(rep.results);
+  for (auto& e : coverage_errors(rep.coverage, opt.shard)) rep.errors.push_back(std::move(e));
+  rep.meta = gate_meta(opt, tol, rep.coverage, std::move(workers));
   rep.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return rep;
 }

@@ -201,75 +201,91 @@ void update(RowState& st, float* acc, const Params& pr, const float* x, const fl
   }
 }
 
-}  // namespace tiled
+/// How one call runs, from Args::config: "" (the recipe's tiles), "path=wrapper" (packed copies
+/// of the inputs, work items in reverse order, output staged and copied out) or "qtile=16".
+struct Config {
+  bool wrapper = false;
+  std::int64_t Br = 0;  ///< query rows per work item
+};
+
+inline Config parse_config(std::string_view config, const Recipe& r) {
+  Config c;
+  c.wrapper = config == "path=wrapper";
+  c.Br = r.tile_q;
+  if (config == "qtile=16") c.Br = 16;
+  else if (!config.empty() && !c.wrapper)
+    throw Error("cpu.tiled: unknown config '" + std::string(config) + "' (valid: \"\", path=wrapper, qtile=16)");
+  return c;
+}
 
 template <Bug B>
-void run_tiled(const Args& a, const Plan& plan) {
-  using namespace tiled;
-  const Problem& p = a.problem;
-  const Recipe& r = plan.recipe;
-  check_args(p, a.q, a.k, a.v, a.out, a.lse);
-  const bool wrapper = a.config == "path=wrapper";
-  std::int64_t Br = r.tile_q;
-  if (a.config == "qtile=16") Br = 16;
-  else if (!a.config.empty() && !wrapper)
-    throw Error("cpu.tiled: unknown config '" + std::string(a.config) + "' (valid: \"\", path=wrapper, qtile=16)");
-  const std::int64_t Bc = r.tile_kv;
-  const std::int64_t H = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, Dv = p.head_dim_v, grp = p.group();
+double softmax_scale(const Problem& p) {
   double scale = p.scale();
   if constexpr (B == Bug::scale_off_1pct) scale *= 1.01;
   if constexpr (B == Bug::scale_from_dv) {
-    if (!p.softmax_scale) scale = 1.0 / std::sqrt(static_cast<double>(Dv));
+    if (!p.softmax_scale) scale = 1.0 / std::sqrt(static_cast<double>(p.head_dim_v));
   }
+  return scale;
+}
 
-  // The wrapper path reads packed contiguous copies of the inputs (same values, other strides).
-  Tensor qc, kc, vc;
-  const Tensor* qt = &a.q;
-  const Tensor* kt = &a.k;
-  const Tensor* vt = &a.v;
-  if (wrapper) qc = a.q.contiguous(), kc = a.k.contiguous(), vc = a.v.contiguous(), qt = &qc, kt = &kc, vt = &vc;
-  auto view = [&](const Tensor& t, bool kv, std::int64_t heads, std::int64_t C) {
-    TokenView<const float> in = token_view<const float>(t, p, kv);
-    if constexpr (B == Bug::contiguous_assumed) {
-      // The planted bug: strides of a contiguous bshd tensor of this shape, whatever the real
-      // ones are; kept inside the buffer so the bug shows as wrong values, not a crash.
+/// Token view of input t (Q, or K / V with kv set; `heads` x C channels), with the planted
+/// addressing bugs applied. is_v: t is the tensor read as V.
+template <Bug B>
+TokenView<const float> input_view(const Problem& p, const Tensor& t, bool kv, bool is_v, std::int64_t heads,
+                                  std::int64_t C) {
+  TokenView<const float> in = token_view<const float>(t, p, kv);
+  if constexpr (B == Bug::contiguous_assumed) {
+    // The planted bug: strides of a contiguous bshd tensor of this shape, whatever the real
+    // ones are; kept inside the buffer so the bug shows as wrong values, not a crash.
+    const auto& sh = t.shape();
+    const auto* base = reinterpret_cast<const std::byte*>(in.data);
+    if (base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= t.storage().data() + t.storage().size())
+      in.sd = 1, in.sh = C, in.ss = heads * C, in.sb = sh[1] * heads * C;
+  }
+  if constexpr (B == Bug::ignores_v_strides) {
+    // The planted bug: V (alone) addressed with the strides the problem's layout implies for a
+    // dense tensor, as if q, k and v always shared it; kept inside the buffer like the above.
+    if (kv && is_v) {
       const auto& sh = t.shape();
+      const std::int64_t T = sh[1], pad = p.layout == Layout::strided ? p.pad : 0;
+      const std::int64_t row = p.layout == Layout::packed_qkv ? (p.heads_q + 2 * p.heads_kv) * C : heads * (C + pad);
       const auto* base = reinterpret_cast<const std::byte*>(in.data);
-      if (base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= t.storage().data() + t.storage().size())
-        in.sd = 1, in.sh = C, in.ss = heads * C, in.sb = sh[1] * heads * C;
-    }
-    if constexpr (B == Bug::ignores_v_strides) {
-      // The planted bug: V (alone) addressed with the strides the problem's layout implies for a
-      // dense tensor, as if q, k and v always shared it; kept inside the buffer like the above.
-      if (kv && &t == vt) {
-        const auto& sh = t.shape();
-        const std::int64_t T = sh[1], pad = p.layout == Layout::strided ? p.pad : 0;
-        const std::int64_t row = p.layout == Layout::packed_qkv ? (H + 2 * Hkv) * C : heads * (C + pad);
-        const auto* base = reinterpret_cast<const std::byte*>(in.data);
-        if (base + sh[0] * T * row * 4 <= t.storage().data() + t.storage().size()) {
-          in.sd = 1;
-          if (p.layout == Layout::bhsd) in.sh = T * C, in.ss = C, in.sb = heads * T * C;
-          else in.sh = p.layout == Layout::packed_qkv ? C : C + pad, in.ss = row, in.sb = T * row;
-        }
+      if (base + sh[0] * T * row * 4 <= t.storage().data() + t.storage().size()) {
+        in.sd = 1;
+        if (p.layout == Layout::bhsd) in.sh = T * C, in.ss = C, in.sb = heads * T * C;
+        else in.sh = p.layout == Layout::packed_qkv ? C : C + pad, in.ss = row, in.sb = T * row;
       }
     }
-    return in;
-  };
-  auto qv = view(*qt, false, H, D), kv = view(*kt, true, Hkv, D), vv = view(*vt, true, Hkv, Dv);
-  if constexpr (B == Bug::kv_swapped) {
-    if (D == Dv) std::swap(kv, vv);  // with D != Dv the swap would not even have the right shape
   }
-  std::vector<std::int64_t> bad_cu;  // cu_kv_from_q: K/V rows of sequence b start at cu_q[b]
+  return in;
+}
+
+/// The planted bugs that read K and V from the wrong place (kv_swapped, cu_kv_from_q). The views
+/// then point into bad_cu, which must outlive them.
+template <Bug B>
+void plant_kv_bugs(const Problem& p, TokenView<const float>& kv, TokenView<const float>& vv,
+                   std::vector<std::int64_t>& bad_cu) {
+  if constexpr (B == Bug::kv_swapped) {
+    if (p.head_dim == p.head_dim_v) std::swap(kv, vv);  // with D != Dv the swap would not even have the right shape
+  }
   if constexpr (B == Bug::cu_kv_from_q) {
+    // K/V rows of sequence b start at cu_q[b]; kept inside the buffer (clamped) so the bug
+    // shows as wrong values, not a crash.
     if (p.ragged()) {
-      // Kept inside the buffer (clamped) so the bug shows as wrong values, not a crash.
       const std::int64_t total = p.cu_seqlens_kv.back();
       for (std::int64_t b = 0; b <= p.batch; ++b)
         bad_cu.push_back(b == p.batch ? total : std::min(p.cu_seqlens_q[static_cast<std::size_t>(b)], total - p.len_kv(b)));
       kv.cu = vv.cu = &bad_cu;
     }
   }
+}
 
+/// Q, K and V quantized once per unit: the whole batch, or each sequence of a ragged batch on its
+/// own (unit b of batch element b).
+template <Bug B>
+std::vector<Unit> quantize_units(const Problem& p, const Plan& plan, double scale, const TokenView<const float>& qv,
+                                 const TokenView<const float>& kv, const TokenView<const float>& vv) {
+  const std::int64_t H = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, Dv = p.head_dim_v;
   QuantBugs qb;
   qb.int8_trunc = B == Bug::int8_trunc;
   qb.smooth_per_token = B == Bug::smooth_per_token;
@@ -277,9 +293,7 @@ void run_tiled(const Args& a, const Plan& plan) {
   qb.block_mismatch = B == Bug::qblock_mismatch;
   qb.e8m0_floor = B == Bug::e8m0_floor;
   qb.e8m0_bias = B == Bug::e8m0_bias;
-  // Quantization units: the whole batch, or each sequence of a ragged batch on its own.
   std::vector<Unit> units(p.ragged() ? static_cast<std::size_t>(p.batch) : 1);
-  std::vector<std::int64_t> unit_of(static_cast<std::size_t>(p.batch));
 #pragma omp parallel for schedule(dynamic)
   for (std::int64_t u = 0; u < static_cast<std::int64_t>(units.size()); ++u) {
     const std::int64_t b0 = p.ragged() ? u : 0, b1 = p.ragged() ? u + 1 : p.batch;
@@ -292,8 +306,11 @@ void run_tiled(const Args& a, const Plan& plan) {
     un.v = quantize_operand(gather(vv, b0, b1, Hkv, Dv, T, p, true), (b1 - b0) * Hkv, T, Dv, plan.v, true, scale, qb);
     if (un.k.km.empty()) un.q_raw.clear();
   }
-  for (std::int64_t b = 0; b < p.batch; ++b) unit_of[static_cast<std::size_t>(b)] = p.ragged() ? b : 0;
+  return units;
+}
 
+inline Params make_params(const Plan& plan, std::int64_t Dv, double scale) {
+  const Recipe& r = plan.recipe;
   Params pr;
   pr.r = r;
   pr.Dv = Dv;
@@ -301,29 +318,35 @@ void run_tiled(const Args& a, const Plan& plan) {
   pr.c = plan.q.prescale == Scheme::Prescale::sm_log2e ? 1.0f : static_cast<float>(static_cast<double>(static_cast<float>(scale)) * kLog2e);
   pr.p_mx = r.p_mx.has_value();
   if (pr.p_mx) pr.pmx = *r.p_mx;
+  return pr;
+}
 
-  static std::atomic<unsigned> calls{0};
-  const unsigned rotation = B == Bug::nondeterministic ? calls.fetch_add(1) : 0u;
-
-  // Output: written directly, or (wrapper) into a contiguous staging tensor copied out at the end.
-  Tensor staged;
-  if (wrapper) staged = Tensor(DType::f32, a.out.shape());
-  TokenView<float> o = token_view<float>(wrapper ? staged : a.out, p, false);
+/// Token view of the output (`staged` on the wrapper path), with the contiguous_assumed bug.
+template <Bug B>
+TokenView<float> output_view(const Problem& p, const Tensor& out, const Tensor& staged, bool wrapper) {
+  TokenView<float> o = token_view<float>(wrapper ? staged : out, p, false);
   if constexpr (B == Bug::contiguous_assumed) {
-    const auto& sh = a.out.shape();
+    const std::int64_t H = p.heads_q, Dv = p.head_dim_v;
+    const auto& sh = out.shape();
     const auto* base = reinterpret_cast<const std::byte*>(o.data);
-    if (!wrapper && base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= a.out.storage().data() + a.out.storage().size())
+    if (!wrapper && base + sh[0] * sh[1] * sh[2] * sh[3] * 4 <= out.storage().data() + out.storage().size())
       o.sd = 1, o.sh = Dv, o.ss = H * Dv, o.sb = sh[1] * H * Dv;
   }
-  LseView lse;
-  if (a.lse != nullptr) lse = lse_view(*a.lse, p);
+  return o;
+}
 
-  struct Item {
-    std::int64_t b, h, r0, r1;
-  };
+/// A work item: query rows [r0, r1) of batch element b, head h.
+struct Item {
+  std::int64_t b, h, r0, r1;
+};
+
+/// Every query tile of every (batch element, head); reversed on the wrapper path (the bits
+/// must not depend on the order).
+template <Bug B>
+std::vector<Item> work_items(const Problem& p, std::int64_t Br, bool wrapper) {
   std::vector<Item> items;
   for (std::int64_t b = 0; b < p.batch; ++b)
-    for (std::int64_t h = 0; h < H; ++h) {
+    for (std::int64_t h = 0; h < p.heads_q; ++h) {
       const std::int64_t S = p.len_q(b);
       for (std::int64_t r0 = 0; r0 < S; r0 += Br) {
         if constexpr (B == Bug::skip_last_q_tile) {
@@ -333,136 +356,241 @@ void run_tiled(const Args& a, const Plan& plan) {
       }
     }
   if (wrapper) std::reverse(items.begin(), items.end());
+  return items;
+}
 
+/// What every work item of one call reads and writes.
+struct Call {
+  const Problem& p;
+  const Params& pr;
+  const std::vector<Unit>& units;  ///< unit of batch element b: units[b] (ragged) or units[0]
+  TokenView<float> o;
+  LseView lse;
+  bool has_lse;
+  Mask mask;          ///< the mask applied (causal_tl_for_br: another than p.mask)
+  unsigned rotation;  ///< nondeterministic: the key the row sum and P.V start at (per call)
+};
+
+/// Per-thread buffers for one KV tile of one row (Bc keys; bs: Dv block sums), allocated once
+/// per thread.
+struct TileScratch {
+  std::vector<float> x, sc, P, Pc, bs;
+  std::vector<const float*> vrows;
+  std::vector<const std::int16_t*> vexp;
+  TileScratch(std::int64_t Bc, std::int64_t Dv)
+      : x(static_cast<std::size_t>(Bc)), sc(static_cast<std::size_t>(Bc)), P(static_cast<std::size_t>(Bc)),
+        Pc(static_cast<std::size_t>(Bc)), bs(static_cast<std::size_t>(Dv)), vrows(static_cast<std::size_t>(Bc)),
+        vexp(static_cast<std::size_t>(Bc)) {}
+};
+
+/// Keys visible to query row `row` of a sequence of S queries and T keys, in [0, T].
+template <Bug B>
+inline std::int64_t visible_keys(Mask mask, std::int64_t row, std::int64_t S, std::int64_t T) {
+  std::int64_t vis = mask == Mask::none ? T : mask == Mask::causal_tl ? row + 1 : row + 1 + T - S;
+  if constexpr (B == Bug::causal_diag_off) {
+    if (mask != Mask::none) vis -= 1;
+  }
+  return std::clamp<std::int64_t>(vis, 0, T);
+}
+
+/// The planted bugs that leave out one KV tile [j0, j1) of n keys of a row with hi visible keys.
+template <Bug B>
+inline bool tile_dropped(std::int64_t j0, std::int64_t j1, std::int64_t n, std::int64_t hi, std::int64_t Bc) {
+  if constexpr (B == Bug::skip_last_kv_tile) return j1 == hi && n < Bc;
+  if constexpr (B == Bug::drop_first_kv_tile) return j0 == 0 && hi > Bc;
+  if constexpr (B == Bug::drop_middle_kv_tile) return j0 == Bc && hi > 2 * Bc;
+  return false;
+}
+
+/// Logit x of Q row qrow and K row krow from element values (scales factored out): INT8 an exact
+/// int32 sum; MX per-block FP32 sums times 2^(Eq+Ek), added block by block (nbq blocks); else
+/// x = fma(q_d, k_d, x), d ascending.
+inline float logit(const Unit& un, std::int64_t qrow, std::int64_t krow, std::int64_t D, std::int64_t nbq) {
+  const float* qi = un.q.val.data() + qrow * D;
+  const float* kj = un.k.val.data() + krow * D;
+  float xv = 0;
+  if (un.q.ival) {
+    std::int32_t s32 = 0;  // exact: |sum| <= D * 128^2 < 2^24 for D <= 1024
+    for (std::int64_t d = 0; d < D; ++d) s32 += static_cast<std::int32_t>(qi[d]) * static_cast<std::int32_t>(kj[d]);
+    xv = static_cast<float>(s32);
+  } else if (un.q.mx) {
+    for (std::int64_t bk = 0; bk < nbq; ++bk) {
+      float part = 0;
+      for (std::int64_t d = bk * un.q.block; d < std::min(D, (bk + 1) * un.q.block); ++d) part = std::fma(qi[d], kj[d], part);
+      const int eq = un.q.bexp[static_cast<std::size_t>(qrow * nbq + bk)];
+      const int ek = un.k.bexp[static_cast<std::size_t>(krow * nbq + bk)];
+      xv = xv + ((eq == kNanExp || ek == kNanExp) ? kNaN : pow2_scaled(part, eq + ek));
+    }
+  } else {
+    for (std::int64_t d = 0; d < D; ++d) xv = std::fma(qi[d], kj[d], xv);
+  }
+  return xv;
+}
+
+/// Score tile: for keys j0 + jj, jj < n, of Q row qrow, the logits x and scales sc in log2 units
+/// (sc = fl(c * fl(qs * ks))), and the V rows (and MX V block exponents) that P will weight.
+inline void score_tile(const Unit& un, const Params& pr, std::int64_t qrow, std::int64_t kslab, std::int64_t vslab,
+                       std::int64_t j0, std::int64_t n, std::int64_t D, TileScratch& s) {
+  const std::int64_t Dv = pr.Dv, Tk = un.k.T;
+  const std::int64_t nbq = (D + un.q.block - 1) / un.q.block, nbv = (Tk + un.v.block - 1) / un.v.block;
+  for (std::int64_t jj = 0; jj < n; ++jj) {
+    const std::int64_t krow = kslab * Tk + j0 + jj;
+    s.x[static_cast<std::size_t>(jj)] = logit(un, qrow, krow, D, nbq);
+    s.sc[static_cast<std::size_t>(jj)] =
+        pr.c * (un.q.ts[static_cast<std::size_t>(qrow)] * un.k.ts[static_cast<std::size_t>(krow)]);
+    s.vrows[static_cast<std::size_t>(jj)] = un.v.val.data() + (vslab * Tk + j0 + jj) * Dv;
+    if (un.v.mx) s.vexp[static_cast<std::size_t>(jj)] = un.v.bexp.data() + (vslab * nbv + (j0 + jj) / un.v.block) * Dv;
+  }
+}
+
+/// Normalisation of a row that saw a key: o_d = acc_d / l or acc_d * r with V's scale vs,
+/// rounded to the out format, written to oi (stride osd).
+template <Bug B>
+inline void normalise_row(const Recipe& r, const RowState& rs, const float* ai, const float* vs, std::int64_t Dv,
+                          float* oi, std::int64_t osd) {
+  const float rc = r.div == DivisionOp::ieee_rcp ? 1.0f / rs.l : r.div == DivisionOp::rcp_sm90 ? rcp_sm90(rs.l) : 0.0f;
+  for (std::int64_t d = 0; d < Dv; ++d) {
+    float od = 0;
+    if (r.div == DivisionOp::ieee_div) od = (ai[d] / rs.l) * vs[d];
+    else if (r.vscale == VScaleAt::rcp) od = ai[d] * (rc * vs[d]);
+    else od = (ai[d] * rc) * vs[d];
+    if constexpr (B == Bug::v_descale_missing) od = r.div == DivisionOp::ieee_div ? ai[d] / rs.l : ai[d] * rc;
+    if constexpr (B == Bug::v_descale_twice) od = od * vs[d];
+    oi[d * osd] = round_elem(r.out, od);
+  }
+}
+
+/// LSE of a row that saw a key, natural log: fl32((double(m) + log2(l)) * ln 2), plus the
+/// K-smoothing correction (qrow, kslab: the row's Q row and K slab).
+template <Bug B>
+inline float row_lse(const Problem& p, const Unit& un, const RowState& rs, std::int64_t qrow, std::int64_t kslab) {
+  const std::int64_t D = p.head_dim;
+  const double l2 = static_cast<double>(rs.m) + std::log2(static_cast<double>(rs.l));
+  float lse = static_cast<float>(B == Bug::lse_log2 ? l2 : l2 * kLn2);
+  if (!un.k.km.empty() && B != Bug::sage_lse_no_smooth) {
+    // Smoothing shifted each logit by q_i . km * scale; the LSE gets it back.
+    const float* qr = un.q_raw.data() + qrow * D;
+    const float* km = un.k.km.data() + kslab * D;
+    double dot = 0;
+    for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(qr[d]) * static_cast<double>(km[d]);
+    lse = lse + static_cast<float>(dot * p.scale());
+  }
+  return lse;
+}
+
+/// One work item: its rows walk the KV tiles in key order (score tile, then the online-softmax
+/// update), then each row is normalised and its LSE written. No key visible: 0 and -inf.
+template <Bug B>
+void run_item(const Call& call, const Item& w, TileScratch& s) {
+  const Problem& p = call.p;
+  const Params& pr = call.pr;
+  const std::int64_t H = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, Dv = p.head_dim_v, Bc = pr.r.tile_kv;
+  std::int64_t g = w.h / p.group(), gv = g;
+  if constexpr (B == Bug::gqa_wrong_head) g = gv = w.h % Hkv;
+  if constexpr (B == Bug::v_head_mixup) gv = w.h % Hkv;
+  const Unit& un = call.units[static_cast<std::size_t>(p.ragged() ? w.b : 0)];
+  const std::int64_t T = p.len_kv(w.b), S = p.len_q(w.b), rows = w.r1 - w.r0;
+  const std::int64_t qslab = (w.b - un.first) * H + w.h, kslab = (w.b - un.first) * Hkv + g,
+                     vslab = (w.b - un.first) * Hkv + gv;
+  const std::int64_t Tq = un.q.T;
+  std::vector<RowState> st(static_cast<std::size_t>(rows));
+  std::vector<float> acc(static_cast<std::size_t>(rows * Dv), 0.0f);
+  std::vector<std::int64_t> hi(static_cast<std::size_t>(rows));
+  std::int64_t hi_max = 0;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    hi[static_cast<std::size_t>(i)] = visible_keys<B>(call.mask, w.r0 + i, S, T);
+    hi_max = std::max(hi_max, hi[static_cast<std::size_t>(i)]);
+  }
+  for (std::int64_t j0 = 0; j0 < hi_max; j0 += Bc) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      const std::int64_t j1 = std::min(j0 + Bc, hi[static_cast<std::size_t>(i)]), n = j1 - j0;
+      if (n <= 0 || tile_dropped<B>(j0, j1, n, hi[static_cast<std::size_t>(i)], Bc)) continue;
+      score_tile(un, pr, qslab * Tq + w.r0 + i, kslab, vslab, j0, n, D, s);
+      update<B>(st[static_cast<std::size_t>(i)], acc.data() + i * Dv, pr, s.x.data(), s.sc.data(), n, s.vrows.data(),
+                un.v.mx ? s.vexp.data() : nullptr, call.rotation, s.P.data(), s.Pc.data(), s.bs.data());
+    }
+  }
+  const float* vs = un.v.cs.data() + vslab * Dv;
+  for (std::int64_t i = 0; i < rows; ++i) {
+    const RowState& rs = st[static_cast<std::size_t>(i)];
+    float* oi = call.o.row(w.b, w.r0 + i, w.h);
+    float lse = kNegInf;
+    if (!rs.started) {
+      for (std::int64_t d = 0; d < Dv; ++d) oi[d * call.o.sd] = 0.0f;
+    } else {
+      normalise_row<B>(pr.r, rs, acc.data() + i * Dv, vs, Dv, oi, call.o.sd);
+      lse = row_lse<B>(p, un, rs, qslab * Tq + w.r0 + i, kslab);
+    }
+    if (call.has_lse) call.lse.at(w.b, w.h, w.r0 + i) = lse;
+  }
+}
+
+/// The wrapper path's last step: the staged contiguous output copied into the caller's tensor.
+inline void copy_out(const Problem& p, const Tensor& staged, const Tensor& out) {
+  const TokenView<const float> from = token_view<const float>(staged, p, false);
+  const TokenView<float> to = token_view<float>(out, p, false);
+  for (std::int64_t b = 0; b < p.batch; ++b)
+    for (std::int64_t i = 0; i < p.len_q(b); ++i)
+      for (std::int64_t h = 0; h < p.heads_q; ++h)
+        for (std::int64_t d = 0; d < p.head_dim_v; ++d) to.at(b, i, h, d) = from.at(b, i, h, d);
+}
+
+/// The oob_write bug: one element past the output's highest-addressed element, if the buffer has
+/// room there (the canary check allocates guard zones; without slack the bug has nowhere to land).
+inline void write_past_output(const Tensor& out) {
+  std::int64_t last = 0;
+  for (std::size_t d = 0; d < 4; ++d) last += (out.shape()[d] - 1) * out.strides()[d];
+  float* past = out.data<float>() + last + 1;
+  const auto* end = reinterpret_cast<const float*>(out.storage().data() + out.storage().size());
+  if (past < end) *past = 1.0f;
+}
+
+}  // namespace tiled
+
+template <Bug B>
+void run_tiled(const Args& a, const Plan& plan) {
+  using namespace tiled;
+  const Problem& p = a.problem;
+  check_args(p, a.q, a.k, a.v, a.out, a.lse);
+  const Config cfg = parse_config(a.config, plan.recipe);
+  const double scale = softmax_scale<B>(p);
+
+  // The wrapper path reads packed contiguous copies of the inputs (same values, other strides).
+  Tensor qc, kc, vc;
+  const Tensor* qt = &a.q;
+  const Tensor* kt = &a.k;
+  const Tensor* vt = &a.v;
+  if (cfg.wrapper) qc = a.q.contiguous(), kc = a.k.contiguous(), vc = a.v.contiguous(), qt = &qc, kt = &kc, vt = &vc;
+  auto qv = input_view<B>(p, *qt, false, false, p.heads_q, p.head_dim);
+  auto kv = input_view<B>(p, *kt, true, kt == vt, p.heads_kv, p.head_dim);
+  auto vv = input_view<B>(p, *vt, true, true, p.heads_kv, p.head_dim_v);
+  std::vector<std::int64_t> bad_cu;
+  plant_kv_bugs<B>(p, kv, vv, bad_cu);
+  const std::vector<Unit> units = quantize_units<B>(p, plan, scale, qv, kv, vv);
+  const Params pr = make_params(plan, p.head_dim_v, scale);
+
+  static std::atomic<unsigned> calls{0};
+  const unsigned rotation = B == Bug::nondeterministic ? calls.fetch_add(1) : 0u;
+
+  // Output: written directly, or (wrapper) into a contiguous staging tensor copied out at the end.
+  Tensor staged;
+  if (cfg.wrapper) staged = Tensor(DType::f32, a.out.shape());
+  LseView lse;
+  if (a.lse != nullptr) lse = lse_view(*a.lse, p);
   const Mask mask = (B == Bug::causal_tl_for_br && p.mask == Mask::causal_br) ? Mask::causal_tl : p.mask;
+  const Call call{p, pr, units, output_view<B>(p, a.out, staged, cfg.wrapper), lse, a.lse != nullptr, mask, rotation};
+
+  const std::vector<Item> items = work_items<B>(p, cfg.Br, cfg.wrapper);
   const std::int64_t n_items = static_cast<std::int64_t>(items.size());
 #pragma omp parallel
   {
-    std::vector<float> x(static_cast<std::size_t>(Bc)), sc(static_cast<std::size_t>(Bc)), P(static_cast<std::size_t>(Bc)),
-        Pc(static_cast<std::size_t>(Bc)), bs(static_cast<std::size_t>(Dv)), blk(static_cast<std::size_t>(Bc));
-    std::vector<std::int32_t> ix(static_cast<std::size_t>(Bc));
-    std::vector<const float*> vrows(static_cast<std::size_t>(Bc));
-    std::vector<const std::int16_t*> vexp(static_cast<std::size_t>(Bc));
+    TileScratch scratch(plan.recipe.tile_kv, p.head_dim_v);
 #pragma omp for schedule(dynamic)
-    for (std::int64_t it = 0; it < n_items; ++it) {
-      const Item w = items[static_cast<std::size_t>(it)];
-      std::int64_t g = w.h / grp, gv = g;
-      if constexpr (B == Bug::gqa_wrong_head) g = gv = w.h % Hkv;
-      if constexpr (B == Bug::v_head_mixup) gv = w.h % Hkv;
-      const Unit& un = units[static_cast<std::size_t>(unit_of[static_cast<std::size_t>(w.b)])];
-      const std::int64_t T = p.len_kv(w.b), S = p.len_q(w.b), rows = w.r1 - w.r0;
-      const std::int64_t qslab = (w.b - un.first) * H + w.h, kslab = (w.b - un.first) * Hkv + g,
-                         vslab = (w.b - un.first) * Hkv + gv;
-      const std::int64_t Tq = un.q.T, Tk = un.k.T;
-      std::vector<RowState> st(static_cast<std::size_t>(rows));
-      std::vector<float> acc(static_cast<std::size_t>(rows * Dv), 0.0f);
-      std::vector<std::int64_t> hi(static_cast<std::size_t>(rows));
-      std::int64_t hi_max = 0;
-      for (std::int64_t i = 0; i < rows; ++i) {
-        const std::int64_t row = w.r0 + i;
-        std::int64_t vis = mask == Mask::none ? T : mask == Mask::causal_tl ? row + 1 : row + 1 + T - S;
-        if constexpr (B == Bug::causal_diag_off) {
-          if (mask != Mask::none) vis -= 1;
-        }
-        hi[static_cast<std::size_t>(i)] = std::clamp<std::int64_t>(vis, 0, T);
-        hi_max = std::max(hi_max, hi[static_cast<std::size_t>(i)]);
-      }
-      const std::int64_t nbq = (D + un.q.block - 1) / un.q.block, nbv = (Tk + un.v.block - 1) / un.v.block;
-      for (std::int64_t j0 = 0; j0 < hi_max; j0 += Bc) {
-        for (std::int64_t i = 0; i < rows; ++i) {
-          const std::int64_t j1 = std::min(j0 + Bc, hi[static_cast<std::size_t>(i)]), n = j1 - j0;
-          if (n <= 0) continue;
-          if constexpr (B == Bug::skip_last_kv_tile) {
-            if (j1 == hi[static_cast<std::size_t>(i)] && n < Bc) continue;
-          }
-          if constexpr (B == Bug::drop_first_kv_tile) {
-            if (j0 == 0 && hi[static_cast<std::size_t>(i)] > Bc) continue;
-          }
-          if constexpr (B == Bug::drop_middle_kv_tile) {
-            if (j0 == Bc && hi[static_cast<std::size_t>(i)] > 2 * Bc) continue;
-          }
-          const std::int64_t qrow = qslab * Tq + w.r0 + i;
-          const float* qi = un.q.val.data() + qrow * D;
-          for (std::int64_t jj = 0; jj < n; ++jj) {
-            const std::int64_t krow = kslab * Tk + j0 + jj;
-            const float* kj = un.k.val.data() + krow * D;
-            float xv = 0;
-            if (un.q.ival) {
-              std::int32_t s32 = 0;  // exact: |sum| <= D * 128^2 < 2^24 for D <= 1024
-              for (std::int64_t d = 0; d < D; ++d) s32 += static_cast<std::int32_t>(qi[d]) * static_cast<std::int32_t>(kj[d]);
-              xv = static_cast<float>(s32);
-            } else if (un.q.mx) {
-              for (std::int64_t bk = 0; bk < nbq; ++bk) {
-                float part = 0;
-                for (std::int64_t d = bk * un.q.block; d < std::min(D, (bk + 1) * un.q.block); ++d) part = std::fma(qi[d], kj[d], part);
-                const int eq = un.q.bexp[static_cast<std::size_t>(qrow * nbq + bk)];
-                const int ek = un.k.bexp[static_cast<std::size_t>(krow * nbq + bk)];
-                xv = xv + ((eq == kNanExp || ek == kNanExp) ? kNaN : pow2_scaled(part, eq + ek));
-              }
-            } else {
-              for (std::int64_t d = 0; d < D; ++d) xv = std::fma(qi[d], kj[d], xv);
-            }
-            x[static_cast<std::size_t>(jj)] = xv;
-            sc[static_cast<std::size_t>(jj)] = pr.c * (un.q.ts[static_cast<std::size_t>(qrow)] * un.k.ts[static_cast<std::size_t>(krow)]);
-            vrows[static_cast<std::size_t>(jj)] = un.v.val.data() + (vslab * Tk + j0 + jj) * Dv;
-            if (un.v.mx) vexp[static_cast<std::size_t>(jj)] = un.v.bexp.data() + (vslab * nbv + (j0 + jj) / un.v.block) * Dv;
-          }
-          update<B>(st[static_cast<std::size_t>(i)], acc.data() + i * Dv, pr, x.data(), sc.data(), n, vrows.data(),
-                    un.v.mx ? vexp.data() : nullptr, rotation, P.data(), Pc.data(), bs.data());
-        }
-      }
-      const float* vs = un.v.cs.data() + vslab * Dv;
-      for (std::int64_t i = 0; i < rows; ++i) {
-        const RowState& rs = st[static_cast<std::size_t>(i)];
-        float* oi = o.row(w.b, w.r0 + i, w.h);
-        const float* ai = acc.data() + i * Dv;
-        float row_lse = kNegInf;
-        if (!rs.started) {
-          for (std::int64_t d = 0; d < Dv; ++d) oi[d * o.sd] = 0.0f;
-        } else {
-          const float rc = r.div == DivisionOp::ieee_rcp ? 1.0f / rs.l : r.div == DivisionOp::rcp_sm90 ? rcp_sm90(rs.l) : 0.0f;
-          for (std::int64_t d = 0; d < Dv; ++d) {
-            float od = 0;
-            if (r.div == DivisionOp::ieee_div) od = (ai[d] / rs.l) * vs[d];
-            else if (r.vscale == VScaleAt::rcp) od = ai[d] * (rc * vs[d]);
-            else od = (ai[d] * rc) * vs[d];
-            if constexpr (B == Bug::v_descale_missing) od = r.div == DivisionOp::ieee_div ? ai[d] / rs.l : ai[d] * rc;
-            if constexpr (B == Bug::v_descale_twice) od = od * vs[d];
-            oi[d * o.sd] = round_elem(r.out, od);
-          }
-          const double l2 = static_cast<double>(rs.m) + std::log2(static_cast<double>(rs.l));
-          row_lse = static_cast<float>(B == Bug::lse_log2 ? l2 : l2 * kLn2);
-          if (!un.k.km.empty() && B != Bug::sage_lse_no_smooth) {
-            // Smoothing shifted each logit by q_i . km * scale; the LSE gets it back.
-            const float* qr = un.q_raw.data() + (qslab * Tq + w.r0 + i) * D;
-            const float* km = un.k.km.data() + kslab * D;
-            double dot = 0;
-            for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(qr[d]) * static_cast<double>(km[d]);
-            row_lse = row_lse + static_cast<float>(dot * p.scale());
-          }
-        }
-        if (a.lse != nullptr) lse.at(w.b, w.h, w.r0 + i) = row_lse;
-      }
-    }
+    for (std::int64_t it = 0; it < n_items; ++it) run_item<B>(call, items[static_cast<std::size_t>(it)], scratch);
   }
 
-  if (wrapper) {
-    const TokenView<const float> from = token_view<const float>(staged, p, false);
-    const TokenView<float> to = token_view<float>(a.out, p, false);
-    for (std::int64_t b = 0; b < p.batch; ++b)
-      for (std::int64_t i = 0; i < p.len_q(b); ++i)
-        for (std::int64_t h = 0; h < H; ++h)
-          for (std::int64_t d = 0; d < Dv; ++d) to.at(b, i, h, d) = from.at(b, i, h, d);
-  }
-  if constexpr (B == Bug::oob_write) {
-    // One element past the output's highest-addressed element, if the buffer has room there
-    // (the canary check allocates guard zones; without slack the bug has nowhere to land).
-    std::int64_t last = 0;
-    for (std::size_t d = 0; d < 4; ++d) last += (a.out.shape()[d] - 1) * a.out.strides()[d];
-    float* past = a.out.data<float>() + last + 1;
-    const auto* end = reinterpret_cast<const float*>(a.out.storage().data() + a.out.storage().size());
-    if (past < end) *past = 1.0f;
-  }
+  if (cfg.wrapper) copy_out(p, staged, a.out);
+  if constexpr (B == Bug::oob_write) write_past_output(a.out);
 }
 
 }  // namespace attest::kernels::cpu

@@ -298,14 +298,10 @@ struct RowScratch {
   std::vector<std::int16_t> pexp;
 };
 
-// One output row. Writes Dv outputs, returns (lse, rescales).
-void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_t slab_kv, std::int64_t i,
-                 std::int64_t hi, float* out, float* out_unrounded, std::int64_t out_stride, float& lse, std::int32_t& rescales,
-                 RowScratch& w) {
-  const Recipe& r = pl.r;
-  const std::int64_t D = u.q.C, Dv = u.v.C, Tq = u.q.T, Tk = u.k.T;
-  const std::int64_t Bc = r.tile_kv;
-  rescales = 0;
+// Sizes the scratch for rows of Dv outputs and KV tiles of Bc keys (a no-op after the first row
+// of a thread: no allocation per row), and zeroes the accumulator.
+void prepare_scratch(const Plan& pl, std::int64_t Dv, RowScratch& w) {
+  const std::int64_t Bc = pl.r.tile_kv;
   w.acc.assign(static_cast<std::size_t>(Dv), 0.0f);
   w.x.resize(static_cast<std::size_t>(Bc));
   w.sc.resize(static_cast<std::size_t>(Bc));
@@ -316,181 +312,213 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
   w.part.resize(static_cast<std::size_t>(Dv));
   const std::int64_t npb = (Bc + pl.pv_block - 1) / pl.pv_block + 1;
   w.pexp.resize(static_cast<std::size_t>(npb));
+}
 
+// The query row an emulated output row reads: Q slab and token, K/V slab.
+struct RowAt {
+  std::int64_t slab_q, slab_kv, i;
+};
+
+// Step 1, the score tile: logits w.x (raw sums, contract 1) and scales w.sc in log2 units of keys
+// j0 + jj, jj < n.
+void score_tile(const Plan& pl, const Unit& u, const RowAt& at, std::int64_t j0, std::int64_t n, RowScratch& w) {
+  const std::int64_t D = u.q.C, Tq = u.q.T, Tk = u.k.T, slab_q = at.slab_q, slab_kv = at.slab_kv, i = at.i;
   const float* qrow = u.q.val.data() + (slab_q * Tq + i) * D;
-  const float qs = u.q.tok_scale[static_cast<std::size_t>(slab_q * Tq + i)];
-  float m = -kInf, l = 0.0f;
-  bool started = false;
-  const std::int64_t ntiles = hi > 0 ? (hi + Bc - 1) / Bc : 0;
-  for (std::int64_t ti = 0; ti < ntiles; ++ti) {
-    const std::int64_t tile = pl.reverse ? ntiles - 1 - ti : ti;
-    const std::int64_t j0 = tile * Bc, j1 = std::min(hi, j0 + Bc), n = j1 - j0;
-    // 1. logits x_j (raw sums) and scales sc_j, for keys j0 + jj.
-    float* x = w.x.data();
-    if (u.q.kind == Kind::int8) {
-      std::int32_t* ix = w.ix.data();
-      std::fill_n(ix, n, 0);
-      const std::int8_t* qi = u.q.ival.data() + (slab_q * Tq + i) * D;
-      for (std::int64_t d = 0; d < D; ++d) {
-        const std::int8_t* kt = u.k.ival.data() + (slab_kv * D + d) * Tk + j0;
-        const std::int32_t a = qi[d];
-        for (std::int64_t jj = 0; jj < n; ++jj) ix[jj] += a * kt[jj];
-      }
-      for (std::int64_t jj = 0; jj < n; ++jj) x[jj] = static_cast<float>(ix[jj]);  // exact, |ix| <= 2^24
-    } else if (u.q.kind == Kind::mx) {
-      const std::int64_t nb = (D + u.q.block - 1) / u.q.block;
-      float* bs = w.bs.data();
-      std::fill_n(x, n, 0.0f);
-      for (std::int64_t blk = 0; blk < nb; ++blk) {
-        std::fill_n(bs, n, 0.0f);
-        for (std::int64_t d = blk * u.q.block; d < std::min(D, (blk + 1) * u.q.block); ++d) {
-          const float* kt = u.k.val.data() + (slab_kv * D + d) * Tk + j0;
-          const float a = qrow[d];
-          for (std::int64_t jj = 0; jj < n; ++jj) bs[jj] = std::fma(a, kt[jj], bs[jj]);
-        }
-        const int eq = u.q.mx_exp[static_cast<std::size_t>((slab_q * Tq + i) * nb + blk)];
-        for (std::int64_t jj = 0; jj < n; ++jj) {
-          const int ek = u.k.mx_exp[static_cast<std::size_t>((slab_kv * Tk + j0 + jj) * nb + blk)];
-          const float term = (eq == kNoExp || ek == kNoExp) ? kNaN : scale_block(bs[jj], eq + ek);
-          x[jj] = x[jj] + term;
-        }
-      }
-    } else {
-      std::fill_n(x, n, 0.0f);
-      for (std::int64_t d = 0; d < D; ++d) {
+  float* x = w.x.data();
+  if (u.q.kind == Kind::int8) {
+    std::int32_t* ix = w.ix.data();
+    std::fill_n(ix, n, 0);
+    const std::int8_t* qi = u.q.ival.data() + (slab_q * Tq + i) * D;
+    for (std::int64_t d = 0; d < D; ++d) {
+      const std::int8_t* kt = u.k.ival.data() + (slab_kv * D + d) * Tk + j0;
+      const std::int32_t a = qi[d];
+      for (std::int64_t jj = 0; jj < n; ++jj) ix[jj] += a * kt[jj];
+    }
+    for (std::int64_t jj = 0; jj < n; ++jj) x[jj] = static_cast<float>(ix[jj]);  // exact, |ix| <= 2^24
+  } else if (u.q.kind == Kind::mx) {
+    const std::int64_t nb = (D + u.q.block - 1) / u.q.block;
+    float* bs = w.bs.data();
+    std::fill_n(x, n, 0.0f);
+    for (std::int64_t blk = 0; blk < nb; ++blk) {
+      std::fill_n(bs, n, 0.0f);
+      for (std::int64_t d = blk * u.q.block; d < std::min(D, (blk + 1) * u.q.block); ++d) {
         const float* kt = u.k.val.data() + (slab_kv * D + d) * Tk + j0;
         const float a = qrow[d];
-        for (std::int64_t jj = 0; jj < n; ++jj) x[jj] = std::fma(a, kt[jj], x[jj]);
+        for (std::int64_t jj = 0; jj < n; ++jj) bs[jj] = std::fma(a, kt[jj], bs[jj]);
+      }
+      const int eq = u.q.mx_exp[static_cast<std::size_t>((slab_q * Tq + i) * nb + blk)];
+      for (std::int64_t jj = 0; jj < n; ++jj) {
+        const int ek = u.k.mx_exp[static_cast<std::size_t>((slab_kv * Tk + j0 + jj) * nb + blk)];
+        const float term = (eq == kNoExp || ek == kNoExp) ? kNaN : scale_block(bs[jj], eq + ek);
+        x[jj] = x[jj] + term;
       }
     }
-    float* sc = w.sc.data();
+  } else {
+    std::fill_n(x, n, 0.0f);
+    for (std::int64_t d = 0; d < D; ++d) {
+      const float* kt = u.k.val.data() + (slab_kv * D + d) * Tk + j0;
+      const float a = qrow[d];
+      for (std::int64_t jj = 0; jj < n; ++jj) x[jj] = std::fma(a, kt[jj], x[jj]);
+    }
+  }
+  const float qs = u.q.tok_scale[static_cast<std::size_t>(slab_q * Tq + i)];
+  float* sc = w.sc.data();
+  for (std::int64_t jj = 0; jj < n; ++jj)
+    sc[jj] = pl.c * (qs * u.k.tok_scale[static_cast<std::size_t>(slab_kv * Tk + j0 + jj)]);
+}
+
+// The online-softmax state of the row: running max m (log2 units, -off included), running sum l
+// of FP32 P, both relative to m as the accumulator w.acc is.
+struct RowState {
+  float m = -kInf, l = 0.0f;
+  bool started = false;  // a finite max was seen
+  std::int32_t rescales = 0;
+};
+
+// Step 2, the running max: the tile's max folded in under the rescale policy; when the max grows,
+// l and the accumulator are rescaled by alpha = exp2(fl(m - m_new)). False when every logit so far
+// is -inf (P = 0: the tile changes nothing).
+bool update_max(const Plan& pl, std::int64_t n, RowState& st, RowScratch& w) {
+  const Recipe& r = pl.r;
+  const float* x = w.x.data();
+  const float* sc = w.sc.data();
+  float m_tile = -kInf;
+  for (std::int64_t jj = 0; jj < n; ++jj) {
+    const float y = std::fma(x[jj], sc[jj], -pl.off);
+    if (std::isnan(y) || std::isnan(m_tile)) m_tile = kNaN;
+    else if (y > m_tile) m_tile = y;
+  }
+  float m_new = st.m;
+  if (std::isnan(m_tile) || std::isnan(st.m)) m_new = kNaN;
+  else if (!(r.rescale == RescalePolicy::conditional && st.m > -kInf &&
+             st.m - m_tile >= static_cast<float>(-r.rescale_threshold)))
+    m_new = std::max(st.m, m_tile);
+  if (m_new == -kInf) return false;
+  if (m_new != st.m) {
+    if (st.started) ++st.rescales;
+    const float alpha = pl.exp2(st.m - m_new);
+    st.l = st.l * alpha;
+    for (float& a : w.acc) a *= alpha;
+    st.m = m_new;
+  }
+  st.started = true;
+  return true;
+}
+
+// Step 3, P: P_j = exp2(fma(x_j, sc_j, -m)) in FP32, added to the row sum l in processing order
+// (before P is rounded); then Pc, P in its format (MX: per block of pv_block keys, with the block
+// exponents in w.pexp).
+void exponentiate(const Plan& pl, std::int64_t n, RowState& st, RowScratch& w) {
+  const float* x = w.x.data();
+  const float* sc = w.sc.data();
+  float* P = w.P.data();
+  float* Pc = w.Pc.data();
+  for (std::int64_t jj = 0; jj < n; ++jj) P[jj] = pl.exp2(std::fma(x[jj], sc[jj], -st.m));
+  for (std::int64_t s = 0; s < n; ++s) st.l = st.l + P[pl.reverse ? n - 1 - s : s];
+  const std::int64_t pb = pl.pv_block;
+  if (pl.p_mx) {
+    for (std::int64_t b0 = 0; b0 < n; b0 += pb) {
+      const std::int64_t b1 = std::min(n, b0 + pb);
+      float amax = 0.0f;
+      for (std::int64_t jj = b0; jj < b1; ++jj) {
+        const float a = std::fabs(P[jj]);
+        if (std::isnan(a) || a > amax) amax = a;
+      }
+      const std::uint8_t code = e8m0_scale(amax, pl.pmx.e8m0, pl.pmx.element);
+      const float mult = e8m0_element_multiplier(code, pl.pmx.e8m0);
+      w.pexp[static_cast<std::size_t>(b0 / pb)] = mx_exponent(code);
+      for (std::int64_t jj = b0; jj < b1; ++jj)
+        Pc[jj] = mx_element_value(mx_element_code(P[jj] * mult, pl.pmx.element, pl.pmx.elem_round, pl.pmx.overflow),
+                                  pl.pmx.element);
+    }
+  } else if (pl.p_round) {
+    const bool fp8 = pl.p_fmt != FormatId::bf16 && pl.p_fmt != FormatId::fp16;
     for (std::int64_t jj = 0; jj < n; ++jj)
-      sc[jj] = pl.c * (qs * u.k.tok_scale[static_cast<std::size_t>(slab_kv * Tk + j0 + jj)]);
+      Pc[jj] = fp8 ? decode(pl.p_fmt, quantize_p(P[jj], pl.p_fmt)) : round_to(pl.p_fmt, P[jj]);
+  } else {
+    std::copy_n(P, n, Pc);
+  }
+}
 
-    // 2. running max.
-    float m_tile = -kInf;
-    for (std::int64_t jj = 0; jj < n; ++jj) {
-      const float y = std::fma(x[jj], sc[jj], -pl.off);
-      if (std::isnan(y) || std::isnan(m_tile)) m_tile = kNaN;
-      else if (y > m_tile) m_tile = y;
-    }
-    float m_new = m;
-    if (std::isnan(m_tile) || std::isnan(m)) m_new = kNaN;
-    else if (!(r.rescale == RescalePolicy::conditional && m > -kInf &&
-               m - m_tile >= static_cast<float>(-r.rescale_threshold)))
-      m_new = std::max(m, m_tile);
-    if (m_new == -kInf) continue;  // every logit so far is -inf: P = 0, nothing changes
-    if (m_new != m) {
-      if (started) ++rescales;
-      const float alpha = pl.exp2(m - m_new);
-      l = l * alpha;
-      for (std::int64_t d = 0; d < Dv; ++d) w.acc[static_cast<std::size_t>(d)] *= alpha;
-      m = m_new;
-    }
-    started = true;
+// Sum of Pc_j * v_j over the tile's keys [b0, b1) into sum[0, Dv), from zero, keys in processing
+// order (reversed for the floor twin): the block partial of MX P.V and the 16-key step of
+// pv_acc=fp16. vt: V row of the tile's first key.
+void block_sum(const Plan& pl, const float* Pc, const float* vt, std::int64_t Dv, std::int64_t b0, std::int64_t b1,
+               float* sum) {
+  std::fill_n(sum, Dv, 0.0f);
+  for (std::int64_t s = 0; s < b1 - b0; ++s) {
+    const std::int64_t jj = pl.reverse ? b1 - 1 - s : b0 + s;
+    const float* vr = vt + jj * Dv;
+    for (std::int64_t d = 0; d < Dv; ++d) sum[d] = std::fma(Pc[jj], vr[d], sum[d]);
+  }
+}
 
-    // 3. P, row sum (FP32 P, processing order), P rounded to its format.
-    float* P = w.P.data();
-    float* Pc = w.Pc.data();
-    for (std::int64_t jj = 0; jj < n; ++jj) P[jj] = pl.exp2(std::fma(x[jj], sc[jj], -m));
-    for (std::int64_t s = 0; s < n; ++s) l = l + P[pl.reverse ? n - 1 - s : s];
+// Step 4, P.V: the tile's Pc times V added into the accumulator w.acc (contract 2: key by key;
+// MX P or V: block sums times 2^(Ep + Ev); pv_acc=fp16: an FP16 tile partial).
+void accumulate_pv(const Plan& pl, const Unit& u, std::int64_t slab_kv, std::int64_t j0, std::int64_t n,
+                   RowScratch& w) {
+  const std::int64_t Dv = u.v.C, Tk = u.k.T;
+  const float* Pc = w.Pc.data();
+  const float* vt = u.v.val.data() + (slab_kv * Tk + j0) * Dv;
+  float* acc = w.acc.data();
+  if (pl.pv_fp16) {
+    // pv_acc=fp16 (plan() admits it only with element-cast P and V): steps of 16 keys summed in
+    // FP32, each added into an FP16 tile partial (RNE), the partial added to the FP32 accumulator
+    // at the tile's end. A model of an FP16-accumulating MMA, not a bitwise one.
+    constexpr std::int64_t kStep = 16;
+    float* part = w.part.data();
+    float* cs = w.bs.data();
+    std::fill_n(part, Dv, 0.0f);
+    const std::int64_t nst = (n + kStep - 1) / kStep;
+    for (std::int64_t si = 0; si < nst; ++si) {
+      const std::int64_t st = pl.reverse ? nst - 1 - si : si;
+      const std::int64_t b0 = st * kStep;
+      block_sum(pl, Pc, vt, Dv, b0, std::min(n, b0 + kStep), cs);
+      for (std::int64_t d = 0; d < Dv; ++d) part[d] = round_to(FormatId::fp16, part[d] + cs[d]);
+    }
+    for (std::int64_t d = 0; d < Dv; ++d) acc[d] = acc[d] + part[d];
+  } else if (!pl.p_mx && u.v.kind != Kind::mx) {
+    for (std::int64_t s = 0; s < n; ++s) {
+      const std::int64_t jj = pl.reverse ? n - 1 - s : s;
+      const float pj = Pc[jj];
+      const float* vr = vt + jj * Dv;
+      for (std::int64_t d = 0; d < Dv; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
+    }
+  } else {
+    // Key blocks of `pb` keys aligned to the tile start (a multiple of pb: checked in plan).
     const std::int64_t pb = pl.pv_block;
-    if (pl.p_mx) {
-      for (std::int64_t b0 = 0; b0 < n; b0 += pb) {
-        const std::int64_t b1 = std::min(n, b0 + pb);
-        float amax = 0.0f;
-        for (std::int64_t jj = b0; jj < b1; ++jj) {
-          const float a = std::fabs(P[jj]);
-          if (std::isnan(a) || a > amax) amax = a;
-        }
-        const std::uint8_t code = e8m0_scale(amax, pl.pmx.e8m0, pl.pmx.element);
-        const float mult = e8m0_element_multiplier(code, pl.pmx.e8m0);
-        w.pexp[static_cast<std::size_t>(b0 / pb)] = mx_exponent(code);
-        for (std::int64_t jj = b0; jj < b1; ++jj)
-          Pc[jj] = mx_element_value(mx_element_code(P[jj] * mult, pl.pmx.element, pl.pmx.elem_round, pl.pmx.overflow),
-                                    pl.pmx.element);
-      }
-    } else if (pl.p_round) {
-      const bool fp8 = pl.p_fmt != FormatId::bf16 && pl.p_fmt != FormatId::fp16;
-      for (std::int64_t jj = 0; jj < n; ++jj)
-        Pc[jj] = fp8 ? decode(pl.p_fmt, quantize_p(P[jj], pl.p_fmt)) : round_to(pl.p_fmt, P[jj]);
-    } else {
-      std::copy_n(P, n, Pc);
-    }
-
-    // 4. P.V.
-    float* acc = w.acc.data();
-    // Sum of Pc_j * v_j over this tile's keys [b0, b1) into sum[0, Dv), from zero, keys in
-    // processing order (reversed for the floor twin): the block partial of MX P.V and the 16-key
-    // step of pv_acc=fp16.
-    const auto block_sum = [&](std::int64_t b0, std::int64_t b1, float* sum) {
-      std::fill_n(sum, Dv, 0.0f);
-      for (std::int64_t s = 0; s < b1 - b0; ++s) {
-        const std::int64_t jj = pl.reverse ? b1 - 1 - s : b0 + s;
-        const float* vr = u.v.val.data() + (slab_kv * Tk + j0 + jj) * Dv;
-        for (std::int64_t d = 0; d < Dv; ++d) sum[d] = std::fma(Pc[jj], vr[d], sum[d]);
-      }
-    };
-    if (pl.pv_fp16) {
-      // pv_acc=fp16 (plan() admits it only with element-cast P and V): steps of 16 keys summed in
-      // FP32, each added into an FP16 tile partial (RNE), the partial added to the FP32 accumulator
-      // at the tile's end. A model of an FP16-accumulating MMA, not a bitwise one.
-      constexpr std::int64_t kStep = 16;
-      float* part = w.part.data();
-      float* cs = w.bs.data();
-      std::fill_n(part, Dv, 0.0f);
-      const std::int64_t nst = (n + kStep - 1) / kStep;
-      for (std::int64_t si = 0; si < nst; ++si) {
-        const std::int64_t st = pl.reverse ? nst - 1 - si : si;
-        const std::int64_t b0 = st * kStep;
-        block_sum(b0, std::min(n, b0 + kStep), cs);
-        for (std::int64_t d = 0; d < Dv; ++d) part[d] = round_to(FormatId::fp16, part[d] + cs[d]);
-      }
-      for (std::int64_t d = 0; d < Dv; ++d) acc[d] = acc[d] + part[d];
-    } else if (!pl.p_mx && u.v.kind != Kind::mx) {
-      for (std::int64_t s = 0; s < n; ++s) {
-        const std::int64_t jj = pl.reverse ? n - 1 - s : s;
-        const float pj = Pc[jj];
-        const float* vr = u.v.val.data() + (slab_kv * Tk + j0 + jj) * Dv;
-        for (std::int64_t d = 0; d < Dv; ++d) acc[d] = std::fma(pj, vr[d], acc[d]);
-      }
-    } else {
-      // Key blocks of `pb` keys aligned to the tile start (a multiple of pb: checked in plan).
-      const std::int64_t vb = u.v.block;
-      const std::int64_t nvb = (Tk + vb - 1) / vb;
-      const std::int64_t nblk = (n + pb - 1) / pb;
-      float* bs = w.bs.data();
-      for (std::int64_t bi = 0; bi < nblk; ++bi) {
-        const std::int64_t b = pl.reverse ? nblk - 1 - bi : bi;
-        const std::int64_t b0 = b * pb;
-        block_sum(b0, std::min(n, b0 + pb), bs);
-        const int ep = pl.p_mx ? w.pexp[static_cast<std::size_t>(b)] : 0;
-        const std::int64_t tb = (j0 + b0) / vb;
-        for (std::int64_t d = 0; d < Dv; ++d) {
-          const int ev = u.v.kind == Kind::mx ? u.v.mx_exp[static_cast<std::size_t>((slab_kv * nvb + tb) * Dv + d)] : 0;
-          const float term = (ep == kNoExp || ev == kNoExp) ? kNaN : scale_block(bs[d], ep + ev);
-          acc[d] = acc[d] + term;
-        }
+    const std::int64_t vb = u.v.block;
+    const std::int64_t nvb = (Tk + vb - 1) / vb;
+    const std::int64_t nblk = (n + pb - 1) / pb;
+    float* bs = w.bs.data();
+    for (std::int64_t bi = 0; bi < nblk; ++bi) {
+      const std::int64_t b = pl.reverse ? nblk - 1 - bi : bi;
+      const std::int64_t b0 = b * pb;
+      block_sum(pl, Pc, vt, Dv, b0, std::min(n, b0 + pb), bs);
+      const int ep = pl.p_mx ? w.pexp[static_cast<std::size_t>(b)] : 0;
+      const std::int64_t tb = (j0 + b0) / vb;
+      for (std::int64_t d = 0; d < Dv; ++d) {
+        const int ev = u.v.kind == Kind::mx ? u.v.mx_exp[static_cast<std::size_t>((slab_kv * nvb + tb) * Dv + d)] : 0;
+        const float term = (ep == kNoExp || ev == kNoExp) ? kNaN : scale_block(bs[d], ep + ev);
+        acc[d] = acc[d] + term;
       }
     }
   }
+}
 
-  if (!started) {
-    for (std::int64_t d = 0; d < Dv; ++d) out[d * out_stride] = out_unrounded[d * out_stride] = 0.0f;
-    lse = -kInf;
-    return;
-  }
-  // 5. normalisation and output rounding.
-  const Recipe& rr = pl.r;
+// Step 5, normalisation (contract 3): o_d from acc_d and l with V's channel scale vs, written
+// unrounded and rounded to the out format.
+void normalise(const Plan& pl, const float* acc, float l, const float* vs, std::int64_t Dv, float* out,
+               float* out_unrounded, std::int64_t out_stride) {
+  const Recipe& r = pl.r;
   float rcp = 0.0f;
-  if (rr.div == DivisionOp::ieee_rcp) rcp = 1.0f / l;
-  else if (rr.div == DivisionOp::rcp_sm90) rcp = rcp_sm90(l);
-  const float* vs = u.v.chan_scale.data() + slab_kv * Dv;
+  if (r.div == DivisionOp::ieee_rcp) rcp = 1.0f / l;
+  else if (r.div == DivisionOp::rcp_sm90) rcp = rcp_sm90(l);
   for (std::int64_t d = 0; d < Dv; ++d) {
-    const float a = w.acc[static_cast<std::size_t>(d)];
+    const float a = acc[d];
     float o = 0.0f;
-    if (rr.div == DivisionOp::ieee_div) o = (a / l) * vs[d];
-    else if (rr.vscale == VScaleAt::rcp) o = a * (rcp * vs[d]);
+    if (r.div == DivisionOp::ieee_div) o = (a / l) * vs[d];
+    else if (r.vscale == VScaleAt::rcp) o = a * (rcp * vs[d]);
     else o = (a * rcp) * vs[d];
     out_unrounded[d * out_stride] = o;
     // FP8/FP4 outputs saturate as the kernels' cvt.rn.satfinite does (and as P's cast does); wider
@@ -499,15 +527,50 @@ void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_
                           : pl.out_sat  ? round_to(pl.out_fmt, o, Rounding::rne, Overflow::sat_cuda)
                                         : round_to(pl.out_fmt, o);
   }
-  lse = static_cast<float>((static_cast<double>(m) + log2_portable(static_cast<double>(l))) * kLn2);
+}
+
+// Step 6, the LSE (contract 4) of a row that saw a key, with the K-smoothing correction.
+float row_lse(const Plan& pl, const Unit& u, const RowAt& at, const RowState& st) {
+  const std::int64_t D = u.q.C, Tq = u.q.T;
+  float lse = static_cast<float>((static_cast<double>(st.m) + log2_portable(static_cast<double>(st.l))) * kLn2);
   if (!u.k.mean.empty() && !pl.smoothed_lse) {
     // Smoothing subtracted q.km * softmax_scale (natural units) from every logit of the row.
-    const float* km = u.k.mean.data() + slab_kv * D;
-    const float* q0 = u.qraw.data() + (slab_q * Tq + i) * D;
+    const float* km = u.k.mean.data() + at.slab_kv * D;
+    const float* q0 = u.qraw.data() + (at.slab_q * Tq + at.i) * D;
     double dot = 0;
     for (std::int64_t d = 0; d < D; ++d) dot += static_cast<double>(q0[d]) * static_cast<double>(km[d]);  // exact products
     lse = lse + static_cast<float>(dot * pl.sm_scale);
   }
+  return lse;
+}
+
+// One output row: the KV tiles of the visible keys [0, hi) in processing order, each through
+// steps 1-4, then steps 5 and 6 (contract 5 for a row that saw no key). Writes Dv outputs,
+// returns (lse, rescales).
+void emulate_row(const Plan& pl, const Unit& u, std::int64_t slab_q, std::int64_t slab_kv, std::int64_t i,
+                 std::int64_t hi, float* out, float* out_unrounded, std::int64_t out_stride, float& lse, std::int32_t& rescales,
+                 RowScratch& w) {
+  const std::int64_t Dv = u.v.C, Bc = pl.r.tile_kv;
+  const RowAt at{slab_q, slab_kv, i};
+  prepare_scratch(pl, Dv, w);
+  RowState st;
+  const std::int64_t ntiles = hi > 0 ? (hi + Bc - 1) / Bc : 0;
+  for (std::int64_t ti = 0; ti < ntiles; ++ti) {
+    const std::int64_t tile = pl.reverse ? ntiles - 1 - ti : ti;
+    const std::int64_t j0 = tile * Bc, j1 = std::min(hi, j0 + Bc), n = j1 - j0;
+    score_tile(pl, u, at, j0, n, w);
+    if (!update_max(pl, n, st, w)) continue;
+    exponentiate(pl, n, st, w);
+    accumulate_pv(pl, u, slab_kv, j0, n, w);
+  }
+  rescales = st.rescales;
+  if (!st.started) {
+    for (std::int64_t d = 0; d < Dv; ++d) out[d * out_stride] = out_unrounded[d * out_stride] = 0.0f;
+    lse = -kInf;
+    return;
+  }
+  normalise(pl, w.acc.data(), st.l, u.v.chan_scale.data() + slab_kv * Dv, Dv, out, out_unrounded, out_stride);
+  lse = row_lse(pl, u, at, st);
 }
 
 void require(bool ok, const std::string& why) {

@@ -13,7 +13,8 @@ For the drivers (python_package.py, torch_kernels.py, fp8.py, scale.py, complete
   write_json, load_json   JSON results (written atomically: a time box can end a job at any moment)
   cases_file(name)        datasets/cases/<name>.cases of this checkout
   counts_text(res)        a gate result's counts, one line
-  FLEX_CASES, SAGE1, sage_recipe()   the FlexAttention cases and SageAttention 1.0.6's recipe
+  FLEX_CASES, flex_fn(...)            the FlexAttention cases and FlexAttention as a kernel function
+  SAGE1, sage_recipe()                SageAttention 1.0.6's recipe
 Tools (python3 scripts/device/harness.py TOOL ...):
   torch-fp64 OUTDIR [--b --h --s --t --d --iters]   torch float64 attention baseline -> OUTDIR/torch_fp64.json
   suite-summary OUT STEPS_JSON SECONDS             the suite job's summary.json
@@ -134,6 +135,31 @@ problem=b1h2s256d64 dist=normal seed=1
 problem=b1h2s256d64:mask=causal_tl dist=normal seed=1
 problem=b2h4s512d128 dist=diffusion seed=2
 """
+
+
+def flex_fn(name: str, compiled: bool, cache: dict):
+    """FlexAttention as an attest kernel function fn(q, k, v, *, causal, scale), named `name`:
+    eager, or through torch.compile (dynamic=False: every new shape or layout is a recompile).
+    `cache` is shared by the functions of one job: the compiled op and one causal block mask per
+    (S, T), so eager and compiled calls of a shape use the same mask and compile once."""
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: PLC0415
+
+    def fn(q, k, v, *, causal, scale):
+        f = flex_attention
+        if compiled:
+            if "compiled" not in cache:
+                import torch  # noqa: PLC0415  (the tools of this file run without torch)
+                cache["compiled"] = torch.compile(flex_attention, dynamic=False)
+            f = cache["compiled"]
+        bm = None
+        if causal:
+            key = (q.shape[2], k.shape[2])
+            if key not in cache:
+                cache[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, key[0], key[1], device=q.device)
+            bm = cache[key]
+        return f(q, k, v, block_mask=bm, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
+    fn.__name__ = name
+    return fn
 
 # SageAttention 1.0.6 (Triton) fed float32 q/k/v (sageattn accepts them: Q/K quantized from the
 # float32 values, K smoothed in float32, V cast to fp16, output float32). Read from its source

@@ -104,24 +104,8 @@ def job_flex(args, out):
     if left(args.budget) < 90:
         record("flex", "eager vs compile", "skipped", "time budget")
         return
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: PLC0415
-    compiled = torch.compile(flex_attention, dynamic=False)
-    masks = {}
-
-    def make(f, name):
-        def fn(q, k, v, *, causal, scale):
-            bm = None
-            if causal:
-                key = (q.shape[2], k.shape[2])
-                if key not in masks:
-                    masks[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, key[0], key[1],
-                                                   device=q.device)
-                bm = masks[key]
-            return f(q, k, v, block_mask=bm, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
-        fn.__name__ = name
-        return fn
-
-    eager, comp = make(flex_attention, "flex_eager"), make(compiled, "flex_compiled")
+    cache = {}
+    eager, comp = H.flex_fn("flex_eager", False, cache), H.flex_fn("flex_compiled", True, cache)
     try:
         rc, results = attest.pair(eager, comp, contract="accuracy", recipe="bf16", device=args.device,
                                   cases_text=FLEX_CASES, configs=())

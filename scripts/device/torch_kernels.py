@@ -433,30 +433,11 @@ def job_flex(args, out):
     if left(args.budget) < 60:
         record("flex", "eager / compiled", "skipped", "time budget")
         return
-    from torch.nn.attention.flex_attention import create_block_mask, flex_attention  # noqa: PLC0415
-    state = {}
-
-    def make(compiled, name):
-        def fn(q, k, v, *, causal, scale):
-            f = flex_attention
-            if compiled:
-                if "c" not in state:
-                    state["c"] = torch.compile(flex_attention, dynamic=False)
-                f = state["c"]
-            bm = None
-            if causal:
-                key = (q.shape[2], k.shape[2])
-                if key not in state:
-                    state[key] = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, key[0], key[1],
-                                                   device=q.device)
-                bm = state[key]
-            return f(q, k, v, block_mask=bm, scale=scale, enable_gqa=q.shape[1] != k.shape[1])
-        fn.__name__ = name
-        return fn
+    cache = {}
     for compiled, name in ((False, "flex_eager"), (True, "flex_compiled")):
         try:
             # Few checks and configs: every new layout or shape is a recompile (dynamo's limit is 8).
-            res = gate(make(compiled, name), name, args, out, recipe="bf16", cases_text=FLEX_CASES, configs=(),
+            res = gate(H.flex_fn(name, compiled, cache), name, args, out, recipe="bf16", cases_text=FLEX_CASES, configs=(),
                        masks=("none", "causal_tl"), head_dim_v=False, cross=False, check="accuracy,determinism,poison")
             record("flex", name, "PASSED" if res.passed else "FAILED", f"{counts_text(res)} fails[{failed_checks(res)}]")
         except Exception as e:  # noqa: BLE001
