@@ -5,7 +5,9 @@ What attest's gate fed torch SDPA when it failed `layout` and `accuracy ...:layo
 (docs/results/python-path/python_path.json): a [B, S, H, D + pad] buffer sliced to D, handed over
 as the bhsd view (permute(0, 2, 1, 3)), so every head row starts (D + pad) * itemsize bytes after
 the previous one. The same values made contiguous are the control; an FP64 computation of those
-values is the reference. Prints one JSON object; exit 0 whatever it finds (it reports, not judges).
+values is the reference. Each (backend, dtype) runs in a process of its own (a misaligned-address
+fault ends a process's CUDA context). Prints one JSON object; exit 0 whatever it finds (it
+reports, not judges).
 
   python3 repro_sdpa_unaligned.py [out.json]
 """
@@ -86,15 +88,34 @@ def subnormal(backend, dtype):
     return row
 
 
+def child(backend, dtype) -> dict:
+    """One backend and dtype, in this process: every case, then the subnormal call."""
+    dt = getattr(torch, dtype)
+    be = None if backend == "default" else backend
+    rows = [one(be, dt, shape, pad, which) for shape, pad, which in
+            (((1, 2, 64, 64), 3, "q"), ((1, 2, 64, 64), 3, "qkv"), ((1, 2, 48, 48), 5, "qkv"), ((1, 2, 64, 64), 8, "qkv"))]
+    torch.cuda.synchronize()  # an asynchronous fault of the calls above surfaces here, not later
+    return {"unaligned": rows, "subnormal": subnormal(be, dt)}
+
+
 def main() -> int:
+    """Each (backend, dtype) in a process of its own: a CUDA fault (misaligned address) ends its
+    process's context for good, and must not void the others."""
+    import subprocess  # noqa: PLC0415
+
     res = {"torch": torch.__version__, "card": torch.cuda.get_device_name(), "cudnn": torch.backends.cudnn.version(),
-           "unaligned": [], "subnormal": []}
-    for dtype in (torch.bfloat16, torch.float16):
-        for backend in BACKENDS:
-            for shape, pad, which in (((1, 2, 64, 64), 3, "q"), ((1, 2, 64, 64), 3, "qkv"), ((1, 2, 48, 48), 5, "qkv"),
-                                      ((1, 2, 64, 64), 8, "qkv")):
-                res["unaligned"].append(one(backend, dtype, shape, pad, which))
-            res["subnormal"].append(subnormal(backend, dtype))
+           "runs": []}
+    for dtype in ("bfloat16", "float16"):
+        for backend in ("FLASH_ATTENTION", "EFFICIENT_ATTENTION", "CUDNN_ATTENTION", "MATH", "default"):
+            p = subprocess.run([sys.executable, __file__, "--child", backend, dtype], capture_output=True, text=True,
+                               timeout=120)
+            run = {"backend": backend, "dtype": dtype, "exit_code": p.returncode}
+            try:
+                run.update(json.loads(p.stdout.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                err = [line for line in p.stderr.splitlines() if "Error" in line]
+                run["died"] = (err[-1] if err else p.stderr[-300:]).strip()
+            res["runs"].append(run)
     text = json.dumps(res, indent=1)
     print(text)
     if len(sys.argv) > 1:
@@ -104,4 +125,7 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        print(json.dumps(child(sys.argv[2], sys.argv[3])))
+        sys.exit(0)
     sys.exit(main())
