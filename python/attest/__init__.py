@@ -96,14 +96,17 @@ def _spec(fn: Callable, recipe: str, contract: str, name: Optional[str], device:
 
 
 def _oracles(oracles: Optional[str], device: Optional[str], fn: Callable) -> str:
-    """Where the C++ checks judge: "host" unless the caller asks for "device" (the device
-    engine: FP64 reference on the GPU by gpu.ref64, the emulator on planned blocks, comparisons
-    on the device; a CUDA callable only). Host by default: the first GPU run of the device route
-    (docs/results/python-path/README.md) failed correct torch SDPA calls on strided and padded
-    layouts, so it stays opt-in until that is understood. "device" needs the CUDA libattest_py: without it,
-    one AttestError naming cause and remedy, before any worker starts or any case runs."""
+    """Where the C++ checks judge: "device" (the device engine: FP64 reference on the GPU by
+    gpu.ref64, the emulator on planned blocks, comparisons on the device) or "host" (attest gate's
+    oracles). Default: "device" for a CUDA callable when this libattest_py has the CUDA engine,
+    else "host". (The device route was opt-in for one session: its first GPU run failed torch SDPA
+    on padded layouts and subnormal outputs; the torch-only repro showed those were torch's own,
+    cuDNN's wrong values on unaligned rows and its flush, and with the probe's declarations the
+    same smoke gate passes on both routes: docs/results/python-path/findings.md.) An explicit
+    "device" needs the CUDA libattest_py: without it, one AttestError naming cause and remedy,
+    before any worker starts or any case runs."""
     device = str(device or getattr(fn, "attest_declares", {}).get("device", "cpu"))
-    where = oracles or "host"
+    where = oracles or ("device" if device.startswith("cuda") and N.gpu_backend() else "host")
     if where not in ("host", "device"):
         raise AttestError(f"oracles '{where}' is not 'host' or 'device'")
     if where == "device" and not device.startswith("cuda"):
@@ -272,11 +275,12 @@ def gate(fn: Callable, *, recipe: str = "bf16", profile: str = "cpu", cases: str
     torch's "No available kernel" counts too): one failed refusal row for the case, unless its
     declarations exclude the case.
     out         folder for gate.md / gate.json / junit.xml / summary.txt
-    oracles     where the C++ checks take the FP64 reference, noise floor and comparisons: None or
-                "host" (attest gate's oracles, the whole problem on the CPU); "device" with
-                device="cuda" (opt-in, not yet trusted: the device engine, gpu.ref64 on every output
-                row, the emulator on planned blocks, comparisons on the device; needs the CUDA
-                libattest_py, else AttestError; workers are then spawned). docs/python.md
+    oracles     where the C++ checks take the FP64 reference, noise floor and comparisons: "host"
+                (attest gate's oracles, the whole problem on the CPU) or "device" (device="cuda"
+                only: the device engine, gpu.ref64 on every output row, the emulator on planned
+                blocks, comparisons on the device; needs the CUDA libattest_py, else AttestError;
+                workers are then spawned). None: "device" for a CUDA callable when the library has
+                the CUDA engine, else "host". docs/python.md
     sample_macs emulated multiply-adds per device-judged case for budget and floor (default 2^30)
     """
     where = _oracles(oracles, device, fn)

@@ -1,7 +1,8 @@
 """Where the callback gate judges (issue 33): oracles="device" with device="cuda" takes the
 device engine's oracles (FP64 reference on the GPU, emulator on planned blocks, device
-comparisons); the default is the host's, as before (the device route is opt-in until its first
-GPU run's false failures are understood: docs/results/python-path/README.md). What a CPU build can test: the route chosen, the refusal without the CUDA
+comparisons), the default for a CUDA callable when the library has the CUDA engine (the host's
+otherwise; docs/results/python-path/findings.md says why it was opt-in for a while). What a CPU
+build can test: the route chosen, the refusal without the CUDA
 library (one AttestError before any call, never rows blamed on the kernel), spawned workers
 under device oracles, the host route unchanged, and the long case file parsing."""
 from pathlib import Path
@@ -25,17 +26,19 @@ def counting():
     return fn, calls
 
 
-def test_device_route_is_opt_in(monkeypatch):
-    monkeypatch.setattr(N, "gpu_backend", lambda: True)
+def test_device_route_is_the_default_for_cuda_callables_with_the_cuda_library(monkeypatch):
     fn, _ = counting()
-    assert attest._oracles(None, "cuda", fn) == "host"  # opt-in until its GPU false failures are understood
+    monkeypatch.setattr(N, "gpu_backend", lambda: False)
+    assert attest._oracles(None, "cuda", fn) == "host"  # a CPU build judges a CUDA callable on the host
+    monkeypatch.setattr(N, "gpu_backend", lambda: True)
+    assert attest._oracles(None, "cuda", fn) == "device"
     assert attest._oracles("device", "cuda", fn) == "device"
     assert attest._oracles("device", "cuda:0", fn) == "device"
     assert attest._oracles(None, "cpu", fn) == "host"
     assert attest._oracles(None, None, fn) == "host"
     assert attest._oracles("host", "cuda", fn) == "host"  # explicit host oracles for a CUDA callable
     fn.attest_declares = {"device": "cuda"}
-    assert attest._oracles(None, None, fn) == "host"
+    assert attest._oracles(None, None, fn) == "device"
     assert attest._oracles("device", None, fn) == "device"
     with pytest.raises(attest.AttestError, match="needs device='cuda'"):
         attest._oracles("device", "cpu", fn)
