@@ -571,94 +571,96 @@ Report judge(const JudgeRequest& req) {
   // Per block of `slices`: its rows of q, out and the reference, its keys (gathered from the caller's
   // buffers), and the sub-problem (one head, rows [r0, r1), keys [0, kend)).
   const auto emulate_slices = [&](const std::vector<Slice>& slices) {
-  std::vector<Part> parts;
-  std::vector<Tensor> kt, rt;
-  std::map<std::tuple<i64, i64, i64>, std::pair<Tensor, Tensor>> keys;
-  const i64 group = p.heads_q / p.heads_kv;
-  for (const auto& s : slices) {
-    const i64 g = s.h / group, n = s.r1 - s.r0;
-    Part part;
-    Problem& ps = part.ps;
-    ps = p;
-    ps.batch = 1;
-    ps.heads_q = ps.heads_kv = 1;
-    ps.seqlen_q = n;
-    ps.seqlen_kv = s.kend;
-    ps.mask = p.mask == Mask::none ? Mask::none : Mask::causal_br;
-    ps.softmax_scale = p.scale();
-    auto t0 = std::chrono::steady_clock::now();
-    const i64 lq[4] = {s.b, s.r0, s.h, 0}, hq[4] = {s.b + 1, s.r1, s.h + 1, p.head_dim};
-    part.qh = gather(q, lq, hq);
-    // Keys of (b, kv head, kend) once: blocks of one head (and GQA groups) share them.
-    auto [it, fresh] = keys.try_emplace(std::tuple{s.b, g, s.kend});
-    if (fresh) {
-      const i64 lk[4] = {s.b, 0, g, 0}, hk[4] = {s.b + 1, s.kend, g + 1, p.head_dim}, hv[4] = {s.b + 1, s.kend, g + 1, p.head_dim_v};
-      it->second = {gather(k, lk, hk), gather(v, lk, hv)};
+    std::vector<Part> parts;
+    std::vector<Tensor> kt, rt;
+    std::map<std::tuple<i64, i64, i64>, std::pair<Tensor, Tensor>> keys;
+    const i64 group = p.heads_q / p.heads_kv;
+    for (const auto& s : slices) {
+      const i64 g = s.h / group, n = s.r1 - s.r0;
+      Part part;
+      Problem& ps = part.ps;
+      ps = p;
+      ps.batch = 1;
+      ps.heads_q = ps.heads_kv = 1;
+      ps.seqlen_q = n;
+      ps.seqlen_kv = s.kend;
+      ps.mask = p.mask == Mask::none ? Mask::none : Mask::causal_br;
+      ps.softmax_scale = p.scale();
+      auto t0 = std::chrono::steady_clock::now();
+      const i64 lq[4] = {s.b, s.r0, s.h, 0}, hq[4] = {s.b + 1, s.r1, s.h + 1, p.head_dim};
+      part.qh = gather(q, lq, hq);
+      // Keys of (b, kv head, kend) once: blocks of one head (and GQA groups) share them.
+      auto [it, fresh] = keys.try_emplace(std::tuple{s.b, g, s.kend});
+      if (fresh) {
+        const i64 lk[4] = {s.b, 0, g, 0}, hk[4] = {s.b + 1, s.kend, g + 1, p.head_dim},
+                  hv[4] = {s.b + 1, s.kend, g + 1, p.head_dim_v};
+        it->second = {gather(k, lk, hk), gather(v, lk, hv)};
+      }
+      part.kh = it->second.first;
+      part.vh = it->second.second;
+      const i64 lo[4] = {s.b, s.r0, s.h, 0}, ho[4] = {s.b + 1, s.r1, s.h + 1, p.head_dim_v};
+      kt.push_back(gather(out, lo, ho));
+      t_gather += since(t0);
+      t0 = std::chrono::steady_clock::now();
+      // The block's FP64 reference on the host (the complete pass below computes every row on the
+      // device; this one stays with its block's emulation, small against it).
+      rt.push_back(ref::attention(ps, part.qh, part.kh, part.vh, ref::Precision::fp64).out);
+      t_ref += since(t0);
+      parts.push_back(std::move(part));
     }
-    part.kh = it->second.first;
-    part.vh = it->second.second;
-    const i64 lo[4] = {s.b, s.r0, s.h, 0}, ho[4] = {s.b + 1, s.r1, s.h + 1, p.head_dim_v};
-    kt.push_back(gather(out, lo, ho));
-    t_gather += since(t0);
-    t0 = std::chrono::steady_clock::now();
-    // The block's FP64 reference on the host (the complete pass below computes every row on the
-    // device; this one stays with its block's emulation, small against it).
-    rt.push_back(ref::attention(ps, part.qh, part.kh, part.vh, ref::Precision::fp64).out);
-    t_ref += since(t0);
-    parts.push_back(std::move(part));
-  }
-  // The emulator and its floor twin on chunks of kEmuRows rows, in parallel: rows are independent
-  // in the emulator (each walks its own keys), and one block alone would keep one core busy.
-  constexpr i64 kEmuRows = 8;
-  struct Chunk {
-    std::size_t part;
-    i64 a, b;
-  };
-  std::vector<Chunk> chunks;
-  for (std::size_t i = 0; i < parts.size(); ++i)
-    for (i64 a = 0; a < parts[i].ps.seqlen_q; a += kEmuRows) chunks.push_back({i, a, std::min(parts[i].ps.seqlen_q, a + kEmuRows)});
-  std::vector<Tensor> eo(chunks.size()), eu(chunks.size()), fo(chunks.size()), fu(chunks.size());
-  std::string emu_error;
-  const auto t0e = std::chrono::steady_clock::now();
-  // The gate runs its groups with OpenMP single-threaded (gate.cpp); its device oracles ask for a
-  // team here (SampleArgs::threads), where the emulated blocks are most of the work.
-  const int threads = sa.threads > 0 ? sa.threads : omp_get_max_threads();
+    // The emulator and its floor twin on chunks of kEmuRows rows, in parallel: rows are independent
+    // in the emulator (each walks its own keys), and one block alone would keep one core busy.
+    constexpr i64 kEmuRows = 8;
+    struct Chunk {
+      std::size_t part;
+      i64 a, b;
+    };
+    std::vector<Chunk> chunks;
+    for (std::size_t i = 0; i < parts.size(); ++i)
+      for (i64 a = 0; a < parts[i].ps.seqlen_q; a += kEmuRows)
+        chunks.push_back({i, a, std::min(parts[i].ps.seqlen_q, a + kEmuRows)});
+    std::vector<Tensor> eo(chunks.size()), eu(chunks.size()), fo(chunks.size()), fu(chunks.size());
+    std::string emu_error;
+    const auto t0e = std::chrono::steady_clock::now();
+    // The gate runs its groups with OpenMP single-threaded (gate.cpp); its device oracles ask for a
+    // team here (SampleArgs::threads), where the emulated blocks are most of the work.
+    const int threads = sa.threads > 0 ? sa.threads : omp_get_max_threads();
 #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-  for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
-    try {
-      const Chunk& ch = chunks[ci];
-      const Part& part = parts[ch.part];
-      Problem pc = part.ps;
-      pc.seqlen_q = ch.b - ch.a;
-      // causal_br keeps row r seeing keys [0, r + kend - n]: the chunk's last row ends (n - b)
-      // keys before the block's.
-      pc.seqlen_kv = pc.mask == Mask::none ? part.ps.seqlen_kv : part.ps.seqlen_kv - (part.ps.seqlen_q - ch.b);
-      const Tensor qc = token_slice(part.qh, ch.a, ch.b);
-      const Tensor kc = token_slice(part.kh, 0, pc.seqlen_kv);
-      const Tensor vc = token_slice(part.vh, 0, pc.seqlen_kv);
-      auto e = ref::emulate(pc, er, qc, kc, vc);
-      auto f = ref::emulate(pc, er, qc, kc, vc, ref::floor_twin());
-      eo[ci] = std::move(e.out);
-      eu[ci] = std::move(e.out_unrounded);
-      fo[ci] = std::move(f.out);
-      fu[ci] = std::move(f.out_unrounded);
-    } catch (const std::exception& e) {
+    for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+      try {
+        const Chunk& ch = chunks[ci];
+        const Part& part = parts[ch.part];
+        Problem pc = part.ps;
+        pc.seqlen_q = ch.b - ch.a;
+        // causal_br keeps row r seeing keys [0, r + kend - n]: the chunk's last row ends (n - b)
+        // keys before the block's.
+        pc.seqlen_kv = pc.mask == Mask::none ? part.ps.seqlen_kv : part.ps.seqlen_kv - (part.ps.seqlen_q - ch.b);
+        const Tensor qc = token_slice(part.qh, ch.a, ch.b);
+        const Tensor kc = token_slice(part.kh, 0, pc.seqlen_kv);
+        const Tensor vc = token_slice(part.vh, 0, pc.seqlen_kv);
+        auto e = ref::emulate(pc, er, qc, kc, vc);
+        auto f = ref::emulate(pc, er, qc, kc, vc, ref::floor_twin());
+        eo[ci] = std::move(e.out);
+        eu[ci] = std::move(e.out_unrounded);
+        fo[ci] = std::move(f.out);
+        fu[ci] = std::move(f.out_unrounded);
+      } catch (const std::exception& e) {
 #pragma omp critical
-      if (emu_error.empty()) emu_error = e.what();
+        if (emu_error.empty()) emu_error = e.what();
+      }
     }
-  }
-  if (!emu_error.empty()) throw Error("emulator: " + emu_error);
-  t_emu += since(t0e);
+    if (!emu_error.empty()) throw Error("emulator: " + emu_error);
+    t_emu += since(t0e);
 
-  Emulated r;
-  r.ref.out = concat_rows(rt);
-  r.emu.out = concat_rows(eo);
-  r.emu.out_unrounded = concat_rows(eu);
-  r.rev.out = concat_rows(fo);
-  r.rev.out_unrounded = concat_rows(fu);
-  r.K = concat_rows(kt);
-  r.parts = std::move(parts);
-  return r;
+    Emulated r;
+    r.ref.out = concat_rows(rt);
+    r.emu.out = concat_rows(eo);
+    r.emu.out_unrounded = concat_rows(eu);
+    r.rev.out = concat_rows(fo);
+    r.rev.out_unrounded = concat_rows(fu);
+    r.K = concat_rows(kt);
+    r.parts = std::move(parts);
+    return r;
   };
   Emulated planned = emulate_slices(plan.slices);
   const std::vector<Part>& parts = planned.parts;
@@ -787,7 +789,7 @@ Report judge(const JudgeRequest& req) {
         // A block outside the sampled bound is not yet a failure: the budget came from other
         // blocks, and some inputs (outlier and sink fills) make one block's emulator error far
         // larger than another's. The blocks outside it are emulated themselves, worst first,
-        // and each judged by the gate's rule on its own rows (confirm_blocks).
+        // and each judged by the gate's rule on its own rows.
         constexpr std::size_t kConfirmMax = 16;  // blocks emulated to confirm, worst first
         std::vector<std::pair<double, i64>> over;
         for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id) {
@@ -830,23 +832,25 @@ Report judge(const JudgeRequest& req) {
             const ErrSums& s = blocks[static_cast<std::size_t>(id)];
             if (s.nonfinite_test == 0 && !seen.count(id) && rel_l2(s) > extended && beyond++ == 0) first_beyond = id;
           }
-        bj["confirmation"] = {{"rule",
-                               "blocks outside the sampled bound are emulated themselves (worst first, at most 16) and "
-                               "judged by the gate's rule on their own rows; the rest must stay within the largest bound "
-                               "seen"},
-                              {"emulated", confirmed.size()},
-                              {"blocks", confirmed},
-                              {"extended_bound_rel_l2", extended},
-                              {"beyond_extended_bound", beyond}};
+        bj["confirmation"] = {
+            {"rule", fmt::format("blocks outside the sampled bound are emulated themselves (worst first, at "
+                                 "most {}) and judged by the gate's rule on their own rows; the rest must "
+                                 "stay within the largest bound seen",
+                                 kConfirmMax)},
+            {"emulated", confirmed.size()},
+            {"blocks", confirmed},
+            {"extended_bound_rel_l2", extended},
+            {"beyond_extended_bound", beyond}};
         if (!bad && beyond > 0) {
           const auto [b, h, r0, r1] = where(first_beyond);
-          bad = Outcome{Verdict::failed,
-                        fmt::format("{} of {} blocks of {} rows outside the block rule; the {} worst, emulated to confirm, "
-                                    "pass on their own budgets, but {} more exceed the largest of those bounds ({:.4g}); "
-                                    "first: batch {} head {} rows {}-{}: rel_l2 {:.4g}",
-                                    failed_blocks, blocks.size(), sa.rows, confirmed.size(), beyond, extended, b, h, r0,
-                                    r1 - 1, rel_l2(blocks[static_cast<std::size_t>(first_beyond)])),
-                        {}};
+          bad = Outcome{
+              Verdict::failed,
+              fmt::format("{} of {} blocks of {} rows outside the block rule; the {} worst, emulated to confirm, "
+                          "pass on their own budgets, but {} more exceed the largest of those bounds ({:.4g}); "
+                          "first: batch {} head {} rows {}-{}: rel_l2 {:.4g}",
+                          failed_blocks, blocks.size(), sa.rows, confirmed.size(), beyond, extended, b, h, r0, r1 - 1,
+                          rel_l2(blocks[static_cast<std::size_t>(first_beyond)])),
+              {}};
         }
         if (bad) {
           bad->figures = std::move(o.figures);
