@@ -15,6 +15,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -130,8 +131,8 @@ Cmp compare_refs(const TensorRef& a, const TensorRef* b) {
 }
 
 // Error sums per (i0, i2, block of `rows` i1) of test against ref (same shapes), on the host:
-// the same per-element code as the device kernel (ErrSums::add).
-std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i64 rows) {
+// the same per-element code as the device kernel (ErrSums::add, with its flush threshold).
+std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i64 rows, double flush_below = 0) {
   const i64 nblk = (t.shape[1] + rows - 1) / rows;
   std::vector<ErrSums> out(static_cast<std::size_t>(t.shape[0] * t.shape[2] * nblk));
 #pragma omp parallel for schedule(static)
@@ -139,7 +140,8 @@ std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i
     const i64 blk = id % nblk, i2 = (id / nblk) % t.shape[2], i0 = id / (nblk * t.shape[2]);
     ErrSums s;
     for (i64 i1 = blk * rows; i1 < std::min(t.shape[1], blk * rows + rows); ++i1)
-      for (i64 i3 = 0; i3 < t.shape[3]; ++i3) s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)));
+      for (i64 i3 = 0; i3 < t.shape[3]; ++i3)
+        s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)), flush_below);
     out[static_cast<std::size_t>(id)] = s;
   }
   return out;
@@ -164,16 +166,46 @@ double max_rel(const ErrSums& s) {
   return s.max_abs > 0 ? std::numeric_limits<double>::infinity() : 0.0;
 }
 
-json sums_json(const ErrSums& s) {
-  return json{{"rel_l2", json_number(rel_l2(s))}, {"max_rel", json_number(max_rel(s))}, {"max_abs", json_number(s.max_abs)},
-              {"ref_max_abs", json_number(s.ref_max)}, {"elements", s.count}, {"nonfinite", s.nonfinite_test}};
+// `flushing`: the sums were taken with a flush threshold (JudgeRequest::flush_below).
+json sums_json(const ErrSums& s, bool flushing = false) {
+  json j{{"rel_l2", json_number(rel_l2(s))},
+         {"max_rel", json_number(max_rel(s))},
+         {"max_abs", json_number(s.max_abs)},
+         {"ref_max_abs", json_number(s.ref_max)},
+         {"elements", s.count},
+         {"nonfinite", s.nonfinite_test},
+         {"ref_nonzero", s.nonzero_ref},
+         {"zero_where_ref_nonzero", s.zero_test}};
+  if (flushing) j["flushed_normal"] = s.flushed_normal;
+  return j;
+}
+
+// "2^-125" for a power of two, else the number.
+std::string power_of_two(double x) {
+  int e = 0;
+  if (std::frexp(x, &e) == 0.5) return fmt::format("2^{}", e - 1);
+  return fmt::format("{:.6g}", x);
+}
+
+// Every |x| < flush_below of a host f32 / f64 tensor set to zero, sign kept (JudgeRequest::flush_below).
+void flush_in_place(Tensor& t, double flush_below) {
+  if (t.empty()) return;
+  t = t.contiguous();
+  if (t.dtype() == DType::f64) {
+    for (double& x : std::span(t.data<double>(), static_cast<std::size_t>(t.numel())))
+      if (std::fabs(x) < flush_below) x = std::copysign(0.0, x);
+  } else {
+    for (float& x : std::span(t.data<float>(), static_cast<std::size_t>(t.numel())))
+      if (std::fabs(x) < flush_below) x = std::copysign(0.0f, x);
+  }
 }
 
 // The FP64 reference of the whole problem, compared with `out` block by block. Device: gpu.ref64
 // on the caller's buffers, a chunk of heads at a time into a scratch of `scratch_bytes`; host:
-// the CPU reference on the whole problem.
+// the CPU reference on the whole problem. `flush_below`: ErrSums::add's.
 std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const TensorRef& k, const TensorRef& v,
-                                     const TensorRef& out, i64 rows, i64 scratch_bytes, json& info) {
+                                     const TensorRef& out, i64 rows, i64 scratch_bytes, double flush_below,
+                                     json& info) {
   const i64 B = p.batch, H = p.heads_q, S = p.seqlen_q, Dv = p.head_dim_v;
   const i64 nblk = (S + rows - 1) / rows;
   std::vector<ErrSums> all(static_cast<std::size_t>(B * H * nblk));
@@ -182,7 +214,7 @@ std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const
     const i64 hq[4] = {B, S, H, p.head_dim}, hk[4] = {B, p.seqlen_kv, p.heads_kv, p.head_dim},
               hv[4] = {B, p.seqlen_kv, p.heads_kv, Dv};
     const auto r = ref::attention(p, gather(q, lo, hq), gather(k, lo, hk), gather(v, lo, hv), ref::Precision::fp64);
-    all = block_errors_host(out, ref_of(r.out), rows);
+    all = block_errors_host(out, ref_of(r.out), rows, flush_below);
     info = {{"reference", "ref::attention fp64 (host)"}, {"chunks", 1}};
     return all;
   }
@@ -222,7 +254,7 @@ std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const
       r.device = true;
       const i64 shp[4] = {1, S, n, Dv}, str[4] = {S * n * Dv, n * Dv, Dv, 1};
       for (int i = 0; i < 4; ++i) r.shape[i] = shp[i], r.stride[i] = str[i];
-      gpu::block_errors_device(sub(out, {b, 0, h0, 0}, {1, S, n, Dv}), r, rows, chunk.data());
+      gpu::block_errors_device(sub(out, {b, 0, h0, 0}, {1, S, n, Dv}), r, rows, chunk.data(), flush_below);
       for (i64 h = 0; h < n; ++h)
         std::copy_n(chunk.begin() + h * nblk, nblk, all.begin() + ((b * H + h0 + h) * nblk));
       ++chunks;
@@ -660,7 +692,33 @@ Report judge(const JudgeRequest& req) {
     r.rev.out_unrounded = concat_rows(fu);
     r.K = concat_rows(kt);
     r.parts = std::move(parts);
+    // A kernel that declares ftz: the references flushed as its outputs are, and its own
+    // subnormal-range outputs with them (ErrSums::add does the same on every row).
+    if (req.flush_below > 0)
+      for (Tensor* t : {&r.ref.out, &r.emu.out, &r.emu.out_unrounded, &r.rev.out, &r.rev.out_unrounded, &r.K})
+        flush_in_place(*t, req.flush_below);
     return r;
+  };
+  // The gate's rule on an emulated set. Flushed, rows whose every FP64 output is below the
+  // threshold leave nothing to measure (judge_accuracy would mistrust a reference of norm 0):
+  // they pass when the kernel's are flushed too, and fail where it wrote normal-range values.
+  const auto judge_rows = [&](const ToleranceRow& row, const Emulated& e) -> Outcome {
+    if (req.flush_below > 0) {
+      const auto m = metrics::compare(e.K, e.ref.out);
+      if (m.norm_ref == 0 && m.nan_ref == 0 && m.inf_ref == 0) {
+        json fig;
+        metrics::to_json(fig["out"], m);
+        if (m.norm_test == 0 && m.nan_test == 0 && m.inf_test == 0)
+          return {Verdict::passed, "every FP64 output of these rows is below the flush threshold: flushed as declared",
+                  fig};
+        return {Verdict::failed,
+                fmt::format("every FP64 output of these rows is below the flush threshold {:.4g}, yet the kernel wrote "
+                            "values of magnitude up to {:.4g} there",
+                            req.flush_below, m.max_abs),
+                fig};
+      }
+    }
+    return judge_accuracy(row, e.K, Tensor{}, e.ref, e.emu, e.rev);
   };
   Emulated planned = emulate_slices(plan.slices);
   const std::vector<Part>& parts = planned.parts;
@@ -688,7 +746,7 @@ Report judge(const JudgeRequest& req) {
   double t_complete = 0;
   if (want_acc) {
     const auto t0 = std::chrono::steady_clock::now();
-    blocks = complete_errors(p, q, k, v, out, sa.rows, req.scratch_bytes, complete_info);
+    blocks = complete_errors(p, q, k, v, out, sa.rows, req.scratch_bytes, req.flush_below, complete_info);
     t_complete = since(t0);
   }
   // The whole output: NaN/Inf anywhere (what bitwise, judged on the planned blocks, cannot see).
@@ -711,6 +769,7 @@ Report judge(const JudgeRequest& req) {
                         {"rows_emulated", sample["rows_sampled"]},
                         {"bitwise", plan.complete ? "complete" : "sampled (the emulated blocks)"}};
   if (want_acc) sample["complete_reference"] = complete_info;  // "complete" is the plan's (every block emulated)
+  sample["flush_below"] = req.flush_below;
 
   Report rep;
   const double secs = since(t_all);
@@ -719,7 +778,7 @@ Report judge(const JudgeRequest& req) {
     if (ch == "accuracy") {
       const ToleranceRow& row = tol.lookup(recipe_label(c.recipe), "accuracy");
       // The gate's rule on the emulated rows (exact: kernel, emulator, twin on the same rows).
-      o = judge_accuracy(row, K, Tensor{}, ref, emu, rev);
+      o = judge_rows(row, planned);
       // The block rule on every block.
       const auto bound = [&](const char* m, double budget, double floor) -> std::optional<double> {
         const auto it = row.bounds.find(m);
@@ -765,20 +824,20 @@ Report judge(const JudgeRequest& req) {
                {{"budget_rel_l2", b_rel}, {"floor_rel_l2", f_rel}, {"bound_rel_l2", br ? json(*br) : json(nullptr)},
                 {"budget_max_rel", b_max}, {"floor_max_rel", f_max}, {"bound_max_rel", bm ? json(*bm) : json(nullptr)},
                 {"emulated_blocks", plan.slices.size()}}},
-              {"whole", sums_json(whole)}};
+              {"whole", sums_json(whole, req.flush_below > 0)}};
       if (first_nan >= 0) {
         const auto [b, h, r0, r1] = where(first_nan);
         bj["first_nonfinite_block"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
       }
       if (worst >= 0) {
         const auto [b, h, r0, r1] = where(worst);
-        bj["worst"] = sums_json(blocks[static_cast<std::size_t>(worst)]);
+        bj["worst"] = sums_json(blocks[static_cast<std::size_t>(worst)], req.flush_below > 0);
         bj["worst"]["at"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
         bj["worst"]["ratio_to_bound"] = json_number(worst_ratio);
       }
       if (worst_max_rel >= 0) {
         const auto [b, h, r0, r1] = where(worst_max_rel);
-        bj["worst_max_rel"] = sums_json(blocks[static_cast<std::size_t>(worst_max_rel)]);
+        bj["worst_max_rel"] = sums_json(blocks[static_cast<std::size_t>(worst_max_rel)], req.flush_below > 0);
         bj["worst_max_rel"]["at"] = {{"batch", b}, {"head", h}, {"rows", {r0, r1}}};
         bj["worst_max_rel"]["ratio_to_sampled_bound"] = json_number(worst_max_rel_ratio);
       }
@@ -805,7 +864,7 @@ Report judge(const JudgeRequest& req) {
         for (const auto& [ratio, id] : over) {
           const auto [b, h, r0, r1] = where(id);
           const Emulated e = emulate_slices({block_slice(p, sa.rows, b, h, r0 / sa.rows)});
-          const Outcome oi = judge_accuracy(row, e.K, Tensor{}, e.ref, e.emu, e.rev);
+          const Outcome oi = judge_rows(row, e);
           const ErrSums be = sums_of(ref_of(e.emu.out), ref_of(e.ref.out)),
                         bf = sums_of(ref_of(e.rev.out_unrounded), ref_of(e.emu.out_unrounded));
           const double own = bound("rel_l2", rel_l2(be), rel_l2(bf)).value_or(*br);
@@ -856,6 +915,19 @@ Report judge(const JudgeRequest& req) {
           bad->figures = std::move(o.figures);
           o = std::move(*bad);
         }
+      }
+      // Declared ftz: flushing is allowed below the threshold only. An output whose FP64 value is
+      // at least twice it (no rounding reaches zero from there) that came back 0 was flushed wrongly.
+      if (req.flush_below > 0 && whole.flushed_normal > 0 && conformance::verdict_ok(o.verdict)) {
+        i64 first = 0;
+        while (blocks[static_cast<std::size_t>(first)].flushed_normal == 0) ++first;
+        const auto [b, h, r0, r1] = where(first);
+        o = {Verdict::failed,
+             fmt::format(
+                 "ftz declared, yet {} outputs whose FP64 reference is >= {} came back 0 (first: batch {} head {} "
+                 "rows {}-{})",
+                 whole.flushed_normal, power_of_two(2 * req.flush_below), b, h, r0, r1 - 1),
+             std::move(o.figures)};
       }
       o.figures["blocks"] = bj;
     } else {
@@ -1109,7 +1181,7 @@ bool has_device_backend() {
 
 std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, const Tensor& q, const Tensor& k,
                                        const Tensor& v, const Tensor& out, const ToleranceTable& tol,
-                                       const SampleArgs& sample, std::string& why) {
+                                       const SampleArgs& sample, std::string& why, double flush_below) {
   why = refusal(c, sample);
   if (!why.empty()) return std::nullopt;
 #ifdef ATTEST_GPU_BACKEND
@@ -1143,13 +1215,14 @@ std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, 
   jr.k = upload(k);
   jr.v = upload(v);
   jr.out = upload(out);
+  jr.flush_below = flush_below;
   auto rep = judge(jr);
   if (rep.results.size() != 1) throw Error("judge_on_device: the engine returned no row");
   Outcome o = std::move(rep.results.front().outcome);
   o.figures["oracles"] = "device";
   return o;
 #else
-  (void)check, (void)q, (void)k, (void)v, (void)out, (void)tol;
+  (void)check, (void)q, (void)k, (void)v, (void)out, (void)tol, (void)flush_below;
   no_gpu("judge_on_device");
 #endif
 }

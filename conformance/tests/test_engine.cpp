@@ -2,9 +2,12 @@
 // buffers, fed host memory. The kernel under test is the recipe emulator itself (bitwise the
 // recipe by construction); planted bugs edit its output. Oracles: metrics::compare (an
 // independent implementation of rel_l2), closed-form fingerprints of edited tensors.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "attest/conformance/engine.hpp"
@@ -177,6 +180,163 @@ TEST(Engine, DeviceOraclesRefuseWhatTheEngineDoesNotTakeAndNeedAGpuBuild) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("ATTEST_GPU=none"), std::string::npos) << e.what();
   }
+}
+
+// ErrSums::add with a flush threshold, on closed-form values: counters on the values as given,
+// then |r| and |t| below the threshold zero before the sums; threshold 0 changes no sum.
+TEST(Engine, ErrSumsFlushCountsThenFlushesBelowTheThreshold) {
+  const double fb = std::ldexp(1.0, -126);
+  const std::vector<std::pair<double, double>> pairs{
+      {0.0, std::ldexp(1.0, -130)},                     // flushed subnormal
+      {std::ldexp(1.0, -131), std::ldexp(1.0, -130)},   // kept subnormal: out of the error too
+      {0.0, std::ldexp(1.0, -124)},                     // a normal output flushed: flushed_normal
+      {0.0, -1.5 * fb},                                 // between the threshold and twice it: not flushed_normal
+      {std::ldexp(1.0, -125), -std::ldexp(1.0, -127)},  // r flushed, t normal: error |t|
+      {0.0, 0.0},
+      {std::nan(""), std::ldexp(1.0, -130)},
+      {1.0, std::numeric_limits<double>::infinity()}};
+  ErrSums f, n;
+  for (const auto& [t, r] : pairs) f.add(t, r, fb), n.add(t, r);
+  EXPECT_EQ(f.count, 8);
+  EXPECT_EQ(f.nonzero_ref, 6);
+  EXPECT_EQ(f.zero_test, 3);
+  EXPECT_EQ(f.flushed_normal, 1);
+  EXPECT_EQ(f.nonfinite_ref, 1);
+  EXPECT_EQ(f.nonfinite_test, 1);
+  // Sums over the finite pairs after the flush: (0, 0), (0, 0), (0, 2^-124), (0, -1.5 fb), (2^-125, 0), (0, 0).
+  const double a = std::ldexp(1.0, -124), b = 1.5 * fb, c = std::ldexp(1.0, -125);
+  EXPECT_EQ(f.max_abs, a);
+  EXPECT_EQ(f.ref_max, a);
+  EXPECT_EQ(f.sum_abs, a + b + c);
+  EXPECT_EQ(f.sum_sq, a * a + b * b + c * c);
+  EXPECT_EQ(f.ref_sq, a * a + b * b);
+  EXPECT_EQ(f.test_sq, c * c);
+  EXPECT_EQ(f.dot, 0.0);
+  // Without the threshold: the same counters but flushed_normal, and every value in the sums.
+  EXPECT_EQ(n.nonzero_ref, 6);
+  EXPECT_EQ(n.zero_test, 3);
+  EXPECT_EQ(n.flushed_normal, 0);
+  const double s1 = std::ldexp(1.0, -130), s2 = std::ldexp(1.0, -131), s3 = std::ldexp(1.0, -127);
+  EXPECT_EQ(n.ref_sq, s1 * s1 + s1 * s1 + a * a + b * b + s3 * s3);
+  EXPECT_EQ(n.sum_sq, s1 * s1 + (s1 - s2) * (s1 - s2) + a * a + b * b + (c + s3) * (c + s3));
+  EXPECT_EQ(n.dot, s2 * s1 - c * s3);
+  ErrSums m = f;
+  m.merge(f);
+  EXPECT_EQ(m.nonzero_ref, 12);
+  EXPECT_EQ(m.zero_test, 6);
+  EXPECT_EQ(m.flushed_normal, 2);
+}
+
+// A kernel that flushes to zero (FTZ) on V scaled down: heads 0-1 by 2^-130 (every output
+// subnormal), heads 2-3 by 2^-112 (normal outputs, a few near 2^-126). Its output is the FP64
+// reference with |x| < 2^-126 set to zero, cast to float.
+struct FtzFixture : Fixture {
+  Tensor r64;
+  FtzFixture(int normal_scale = -112) {
+    const auto v = in.v.view<float, 4>();
+    for (std::int64_t s = 0; s < 700; ++s)
+      for (std::int64_t h = 0; h < 4; ++h)
+        for (std::int64_t d = 0; d < 64; ++d) v(0, s, h, d) = std::ldexp(v(0, s, h, d), h < 2 ? -130 : normal_scale);
+    r64 = ref::attention(c.problem, in.q, in.k, in.v, ref::Precision::fp64).out.contiguous();
+    out = Tensor(DType::f32, {1, 700, 4, 64});
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+      const double r = r64.data<double>()[i];
+      out.data<float>()[i] = std::fabs(r) < kFlush ? std::copysign(0.0f, static_cast<float>(r)) : static_cast<float>(r);
+    }
+  }
+  static constexpr double kFlush = 1.17549435082228750797e-38;  // 2^-126
+  JudgeRequest ftz(double flush_below) const {
+    JudgeRequest r = request(1 << 22);  // a sample: the block rule and its confirmation carry the verdict
+    r.checks = {"accuracy"};
+    r.flush_below = flush_below;
+    return r;
+  }
+  // Outputs whose FP64 reference is finite and not zero, and those of them the kernel wrote as 0.
+  std::pair<std::int64_t, std::int64_t> counts() const {
+    std::int64_t nonzero = 0, zero = 0;
+    for (std::int64_t i = 0; i < out.numel(); ++i) {
+      const double r = r64.data<double>()[i];
+      if (!std::isfinite(r) || r == 0) continue;
+      ++nonzero;
+      zero += out.data<float>()[i] == 0.0f;
+    }
+    return {nonzero, zero};
+  }
+};
+
+TEST(Engine, FtzKernelPassesAgainstFlushedReferencesAndFailsWithout) {
+  FtzFixture f;
+  const auto [nonzero, zero] = f.counts();
+  ASSERT_GT(zero, 2 * 700 * 64) << "heads 0-1 should be flushed whole";
+  ASSERT_LT(zero, nonzero) << "heads 2-3 should keep normal outputs";
+  const auto rep = judge(f.ftz(FtzFixture::kFlush));
+  const auto& acc = rep.results.at(0).outcome;
+  EXPECT_EQ(acc.verdict, Verdict::passed) << acc.reason;
+  const auto& whole = acc.figures.at("blocks").at("whole");
+  EXPECT_EQ(whole.at("ref_nonzero").get<std::int64_t>(), nonzero);
+  EXPECT_EQ(whole.at("zero_where_ref_nonzero").get<std::int64_t>(), zero);
+  EXPECT_EQ(whole.at("flushed_normal").get<std::int64_t>(), 0);
+  EXPECT_EQ(rep.sample.at("flush_below").get<double>(), FtzFixture::kFlush);
+  // Today's rule without the declaration: the flushed heads are 100% off (confirmed by their own emulation).
+  const auto plain = judge(f.ftz(0));
+  const auto& pacc = plain.results.at(0).outcome;
+  EXPECT_EQ(pacc.verdict, Verdict::failed) << pacc.reason;
+  EXPECT_NE(pacc.reason.find("outside the block rule"), std::string::npos) << pacc.reason;
+  EXPECT_EQ(pacc.figures.at("blocks").at("whole").at("zero_where_ref_nonzero").get<std::int64_t>(), zero);
+  EXPECT_FALSE(pacc.figures.at("blocks").at("whole").contains("flushed_normal"));
+}
+
+// Every output subnormal: nothing is left to the accuracy rule once flushed (the host's judge_ftz
+// passes such a case on its element rule); a kernel that writes normal values there fails.
+TEST(Engine, FtzEveryOutputFlushedPassesAndNormalValuesThereFail) {
+  FtzFixture f(-130);
+  const auto [nonzero, zero] = f.counts();
+  ASSERT_EQ(zero, nonzero);
+  const auto rep = judge(f.ftz(FtzFixture::kFlush));
+  EXPECT_EQ(rep.results.at(0).outcome.verdict, Verdict::passed) << rep.results.at(0).outcome.reason;
+  EXPECT_EQ(rep.results.at(0).outcome.figures.at("blocks").at("whole").at("zero_where_ref_nonzero").get<std::int64_t>(),
+            zero);
+  EXPECT_NE(judge(f.ftz(0)).results.at(0).outcome.verdict, Verdict::passed);
+  // Rows 0-63 of head 0 (emulated: block 0 of (0, 0) is always planned) written as 2^-120.
+  for (std::int64_t i = 0; i < 64; ++i) f.out.view<float, 4>()(0, i, 0, 7) = std::ldexp(1.0f, -120);
+  const auto rb = judge(f.ftz(FtzFixture::kFlush));
+  const auto& bad = rb.results.at(0).outcome;
+  EXPECT_EQ(bad.verdict, Verdict::failed) << bad.reason;
+}
+
+// A kernel that keeps its subnormal outputs while declaring ftz (allowed: flushed or kept)
+// passes too: its |x| < 2^-126 count as zero, as the reference's.
+TEST(Engine, FtzDeclaredKernelThatKeepsSubnormalsPasses) {
+  FtzFixture f;
+  for (std::int64_t i = 0; i < f.out.numel(); ++i) f.out.data<float>()[i] = static_cast<float>(f.r64.data<double>()[i]);
+  const auto [nonzero, zero] = f.counts();
+  const auto rep = judge(f.ftz(FtzFixture::kFlush));
+  const auto& acc = rep.results.at(0).outcome;
+  EXPECT_EQ(acc.verdict, Verdict::passed) << acc.reason;
+  EXPECT_EQ(acc.figures.at("blocks").at("whole").at("zero_where_ref_nonzero").get<std::int64_t>(), zero);
+  EXPECT_LT(zero, nonzero / 100);  // float32 keeps nearly every 2^-130-scaled output
+}
+
+// Flushing is allowed below the threshold only: one output whose FP64 reference is >= 2^-125
+// written as 0 fails with the ftz message, though too small to move the accuracy rule.
+TEST(Engine, FtzKernelThatFlushesANormalOutputFails) {
+  FtzFixture f;
+  std::int64_t pick = -1;
+  for (std::int64_t i = 0; i < f.out.numel(); ++i) {
+    const double r = std::fabs(f.r64.data<double>()[i]);
+    if (r >= 2 * FtzFixture::kFlush && (pick < 0 || r < std::fabs(f.r64.data<double>()[pick]))) pick = i;
+  }
+  ASSERT_GE(pick, 0);
+  f.out.data<float>()[pick] = 0.0f;
+  const std::int64_t row = (pick / (4 * 64)), head = (pick / 64) % 4, r0 = row / 64 * 64;
+  const auto rep = judge(f.ftz(FtzFixture::kFlush));
+  const auto& acc = rep.results.at(0).outcome;
+  EXPECT_EQ(acc.verdict, Verdict::failed) << acc.reason;
+  EXPECT_EQ(acc.reason, fmt::format("ftz declared, yet 1 outputs whose FP64 reference is >= 2^-125 came back 0 (first: "
+                                    "batch 0 head {} rows {}-{})",
+                                    head, r0, std::min<std::int64_t>(r0 + 63, 699)));
+  EXPECT_EQ(acc.figures.at("blocks").at("whole").at("flushed_normal").get<std::int64_t>(), 1);
+  EXPECT_EQ(acc.figures.at("blocks").at("failed").get<std::int64_t>(), 0);  // the accuracy rule alone would pass
 }
 
 }  // namespace

@@ -23,7 +23,7 @@ std::unique_ptr<Check> make_accuracy() {
 }
 
 std::optional<Outcome> device_verdict(const Context& ctx, const std::string& check, const datasets::Qkv& in,
-                                      const KernelOutput& k, std::string& why) {
+                                      const KernelOutput& k, std::string& why, double flush_below) {
   if (!ctx.options().device_oracles) return std::nullopt;
   if (!k.lse.empty()) {
     why = "the kernel returns an LSE: the device engine judges out only, so the whole case is judged on the host";
@@ -39,7 +39,7 @@ std::optional<Outcome> device_verdict(const Context& ctx, const std::string& che
   Case c = ctx.the_case();
   c.check = check;
   try {
-    return engine::judge_on_device(c, check, in.q, in.k, in.v, k.out, ctx.tolerances(), sa, why);
+    return engine::judge_on_device(c, check, in.q, in.k, in.v, k.out, ctx.tolerances(), sa, why, flush_below);
   } catch (const VerdictError&) {
     throw;
   } catch (const std::exception& e) {

@@ -94,8 +94,9 @@ inline std::string output_diff(const KernelOutput& test, const KernelOutput& ref
 /// inputs `in` (CheckOptions::device_oracles; engine::judge_on_device, check_accuracy.cpp), or
 /// nullopt: not asked, an LSE to judge (the engine judges out only), or a case the engine does not
 /// take -- then `why` says which and the caller judges on the host as without the option.
+/// `flush_below`: engine::JudgeRequest's (the subnormal check of a kernel that declares ftz).
 std::optional<Outcome> device_verdict(const Context& ctx, const std::string& check, const datasets::Qkv& in,
-                                      const KernelOutput& k, std::string& why);
+                                      const KernelOutput& k, std::string& why, double flush_below = 0);
 /// Records on a host verdict why the device engine did not judge it (device_oracles only).
 inline Outcome host_judged(const Context& ctx, Outcome o, const std::string& why) {
   if (ctx.options().device_oracles) {

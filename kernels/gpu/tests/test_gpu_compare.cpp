@@ -67,9 +67,13 @@ double bf16_value(std::uint16_t h) {
   return f;
 }
 
+// Without and with a flush threshold (ErrSums::add's rule, written out again here): zeros
+// planted at every fifth element are counted where the reference is not zero, and as
+// flushed_normal where it is >= twice the threshold.
 TEST(DeviceCompare, BlockErrorsMatchALongDoubleOracle) {
   ATTEST_REQUIRE_GPU();
   Strided s = make(7);
+  for (std::size_t e = 0; e < s.bits.size(); e += 5) s.bits[e] = 0;
   s.bits[static_cast<std::size_t>(s.off(1, 70, 2, 5))] = 0x7FC0;  // one NaN in block (1, h2, rows 64-99)
   DeviceBuffer t(s.bits.size() * 2), r(s.ref.size() * 8);
   t.upload(s.bits.data(), s.bits.size() * 2);
@@ -81,34 +85,54 @@ TEST(DeviceCompare, BlockErrorsMatchALongDoubleOracle) {
   const i64 shape[4] = {s.B, s.S, s.H, s.D}, stride[4] = {s.S * s.H * s.D, s.H * s.D, s.D, 1};
   for (int i = 0; i < 4; ++i) rr.shape[i] = shape[i], rr.stride[i] = stride[i];
   const i64 rows = 64, nblk = 2;
-  std::vector<ErrSums> got(static_cast<std::size_t>(s.B * s.H * nblk));
-  block_errors_device(s.view(t.data()), rr, rows, got.data());
-  for (i64 b = 0; b < s.B; ++b)
-    for (i64 h = 0; h < s.H; ++h)
-      for (i64 blk = 0; blk < nblk; ++blk) {
-        long double sq = 0, rsq = 0, mx = 0;
-        i64 nan = 0;
-        for (i64 i = blk * rows; i < std::min(s.S, blk * rows + rows); ++i)
-          for (i64 d = 0; d < s.D; ++d) {
-            const long double x = bf16_value(s.bits[static_cast<std::size_t>(s.off(b, i, h, d))]);
-            const long double y = s.ref[static_cast<std::size_t>(((b * s.S + i) * s.H + h) * s.D + d)];
-            if (std::isnan(static_cast<double>(x))) {
-              ++nan;
-              continue;
+  for (const double flush : {0.0, 0.25}) {
+    SCOPED_TRACE(testing::Message() << "flush_below " << flush);
+    std::vector<ErrSums> got(static_cast<std::size_t>(s.B * s.H * nblk));
+    block_errors_device(s.view(t.data()), rr, rows, got.data(), flush);
+    i64 all_zero = 0, all_normal0 = 0;
+    for (i64 b = 0; b < s.B; ++b)
+      for (i64 h = 0; h < s.H; ++h)
+        for (i64 blk = 0; blk < nblk; ++blk) {
+          long double sq = 0, rsq = 0, mx = 0;
+          i64 nan = 0, nonzero = 0, zero = 0, normal0 = 0;
+          for (i64 i = blk * rows; i < std::min(s.S, blk * rows + rows); ++i)
+            for (i64 d = 0; d < s.D; ++d) {
+              long double x = bf16_value(s.bits[static_cast<std::size_t>(s.off(b, i, h, d))]);
+              long double y = s.ref[static_cast<std::size_t>(((b * s.S + i) * s.H + h) * s.D + d)];
+              if (y != 0) {
+                ++nonzero;
+                zero += x == 0;
+              }
+              if (flush > 0) {
+                normal0 += x == 0 && std::fabs(y) >= 2 * flush;
+                if (std::fabs(y) < flush) y = 0;
+                if (std::fabs(x) < flush) x = 0;
+              }
+              if (std::isnan(static_cast<double>(x))) {
+                ++nan;
+                continue;
+              }
+              sq += (x - y) * (x - y);
+              rsq += y * y;
+              mx = std::max(mx, std::fabs(x - y));
             }
-            sq += (x - y) * (x - y);
-            rsq += y * y;
-            mx = std::max(mx, std::fabs(x - y));
-          }
-        const ErrSums& e = got[static_cast<std::size_t>((b * s.H + h) * nblk + blk)];
-        SCOPED_TRACE(testing::Message() << "b " << b << " h " << h << " block " << blk);
-        EXPECT_EQ(e.count, (blk == 0 ? 64 : 36) * s.D);
-        EXPECT_EQ(e.nonfinite_test, nan);
-        EXPECT_EQ(e.max_abs, static_cast<double>(mx));  // a max of exact differences: exact
-        EXPECT_NEAR(e.sum_sq, static_cast<double>(sq), 1e-12 * static_cast<double>(sq));
-        EXPECT_NEAR(e.ref_sq, static_cast<double>(rsq), 1e-12 * static_cast<double>(rsq));
-      }
-  EXPECT_EQ(got[static_cast<std::size_t>((1 * s.H + 2) * nblk + 1)].nonfinite_test, 1);
+          all_zero += zero;
+          all_normal0 += normal0;
+          const ErrSums& e = got[static_cast<std::size_t>((b * s.H + h) * nblk + blk)];
+          SCOPED_TRACE(testing::Message() << "b " << b << " h " << h << " block " << blk);
+          EXPECT_EQ(e.count, (blk == 0 ? 64 : 36) * s.D);
+          EXPECT_EQ(e.nonfinite_test, nan);
+          EXPECT_EQ(e.nonzero_ref, nonzero);
+          EXPECT_EQ(e.zero_test, zero);
+          EXPECT_EQ(e.flushed_normal, normal0);
+          EXPECT_EQ(e.max_abs, static_cast<double>(mx));  // a max of exact differences: exact
+          EXPECT_NEAR(e.sum_sq, static_cast<double>(sq), 1e-12 * static_cast<double>(sq));
+          EXPECT_NEAR(e.ref_sq, static_cast<double>(rsq), 1e-12 * static_cast<double>(rsq));
+        }
+    EXPECT_GT(all_zero, 0);
+    EXPECT_EQ(all_normal0 > 0, flush > 0);
+    EXPECT_EQ(got[static_cast<std::size_t>((1 * s.H + 2) * nblk + 1)].nonfinite_test, 1);
+  }
 }
 
 // The tensor at element offset `shift` of a device buffer: shift 0 is 16-byte aligned (the

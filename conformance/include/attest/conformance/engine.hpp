@@ -23,6 +23,11 @@
 /// deciding: the gate's max_abs bound decides on the emulated rows. A NaN/Inf where the
 /// reference is finite mistrusts the verdict, whichever block it is in.
 ///
+/// A kernel that declares ftz (JudgeRequest::flush_below, the subnormal check's device oracles):
+/// the same rules with every reference flushed as the kernel flushes, so that the check of a
+/// long problem needs no host pass over every row; only a zero where FP64 is >= 2 * flush_below
+/// fails on its own (ErrSums::add).
+///
 /// The Python binding (python/csrc) and the C++ callers use these functions; no verdict is
 /// computed anywhere else.
 #include <cstdint>
@@ -82,6 +87,14 @@ struct JudgeRequest {
   const ToleranceTable* tolerances = nullptr;   ///< nullptr: the built-in table
   TensorRef q, k, v, out;
   std::int64_t scratch_bytes = std::int64_t{512} << 20;  ///< device FP64 reference chunk (heads per chunk follow)
+  /// The kernel declares ftz: references (FP64 of every row, and the emulator and its floor twin
+  /// on the planned blocks) have their |x| < flush_below outputs flushed to zero (sign kept), as
+  /// the kernel's; the kernel's own |x| < flush_below count as zero too (ftz allows a flushed or
+  /// a kept subnormal). An output whose FP64 reference is >= 2 * flush_below that comes back 0
+  /// fails. Rows whose flushed reference is all zero pass when the kernel's are zero too. The
+  /// blocks' figures count ref_nonzero / zero_where_ref_nonzero (before the flush) and
+  /// flushed_normal. 0: no flushing (the figures as without it).
+  double flush_below = 0;
 };
 
 struct Report {
@@ -140,10 +153,11 @@ bool has_device_backend();
 /// twin on the planned blocks (SampleArgs::max_macs). `check` is accuracy or bitwise. Returns
 /// nullopt where the engine does not take the case (refusal(): quantized recipes, ragged
 /// problems, a mask clipping rows), with the reason in `why`: the caller then judges on the host.
+/// `flush_below`: JudgeRequest's (the subnormal check, for a kernel that declares ftz).
 /// Throws attest::Error in a build without a GPU backend.
 std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, const Tensor& q, const Tensor& k,
                                        const Tensor& v, const Tensor& out, const ToleranceTable& tol,
-                                       const SampleArgs& sample, std::string& why);
+                                       const SampleArgs& sample, std::string& why, double flush_below = 0);
 
 /// Per-block figures of `test` against `ref` (same logical shape [B,S,H,D], host or device):
 /// {count, rows_per_block, nonfinite_blocks, whole, worst: {at, rel_l2, max_rel, ...}}, the

@@ -105,6 +105,12 @@ ATTEST_HD inline bool finite(double x) { return x - x == 0.0; }
 /// Error figures of a test tensor against a reference over a set of elements (one 64-row block
 /// of one head, or a whole tensor): the sums every metric of metrics::Comparison is made of.
 /// Accumulated per element and merged in a fixed order, on the host or the device.
+///
+/// flush_below > 0 (a kernel that declares ftz, the subnormal check): the counters below are
+/// taken on the values as given, then every |r| < flush_below and every |t| < flush_below
+/// becomes a zero of its sign before the sums -- the reference flushed as the kernel flushes,
+/// and the kernel's own subnormal-range outputs (flushed or kept: ftz allows either) out of the
+/// error. flush_below = 0 leaves every figure as without it.
 struct ErrSums {
   double max_abs = 0;    ///< max |t - r| over pairs finite in both
   double ref_max = 0;    ///< max |r| over finite r
@@ -117,12 +123,28 @@ struct ErrSums {
   std::int64_t count = 0;
   std::int64_t nonfinite_test = 0;  ///< NaN/Inf in t where r is finite
   std::int64_t nonfinite_ref = 0;   ///< NaN/Inf in r
+  std::int64_t nonzero_ref = 0;     ///< r finite and != 0 (before any flush)
+  std::int64_t zero_test = 0;       ///< t == 0 where r is finite and != 0: outputs flushed (or rounded) to zero
+  /// flush_below > 0 only: t == 0 where |r| >= 2 * flush_below (r is FP64: a correctly rounded
+  /// output near flush_below may fall either side of it, never from 2 * flush_below to zero).
+  std::int64_t flushed_normal = 0;
 
-  ATTEST_HD void add(double t, double r) {
+  ATTEST_HD void add(double t, double r, double flush_below = 0) {
     ++count;
     if (!elem::finite(r)) {
       ++nonfinite_ref;
       return;
+    }
+    const double ar0 = r < 0 ? -r : r;
+    if (r != 0) {
+      ++nonzero_ref;
+      zero_test += t == 0 ? 1 : 0;
+    }
+    if (flush_below > 0) {
+      flushed_normal += t == 0 && ar0 >= 2 * flush_below ? 1 : 0;
+      constexpr std::uint64_t kSign = 0x8000000000000000ull;  // copysign(0, x), in host and device code
+      if (ar0 < flush_below) r = elem::bits_as<double>(elem::bits_as<std::uint64_t>(r) & kSign);
+      if ((t < 0 ? -t : t) < flush_below) t = elem::bits_as<double>(elem::bits_as<std::uint64_t>(t) & kSign);
     }
     if (!elem::finite(t)) {
       ++nonfinite_test;
@@ -150,6 +172,9 @@ struct ErrSums {
     count += o.count;
     nonfinite_test += o.nonfinite_test;
     nonfinite_ref += o.nonfinite_ref;
+    nonzero_ref += o.nonzero_ref;
+    zero_test += o.zero_test;
+    flushed_normal += o.flushed_normal;
   }
 };
 
