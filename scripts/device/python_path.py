@@ -166,6 +166,8 @@ def main() -> int:
         secs = time.perf_counter() - t0
         key = "casefile_s" if oracles == "device" else f"casefile_{oracles}_s"
         summary[key] = round(secs, 1)
+        # Every row with its figures (the engine's timing_s per row says where the seconds went).
+        (out.parent / f"casefile_{oracles}_rows.json").write_text(json.dumps(res.results, indent=1, default=str) + "\n")
         return {"seconds": round(secs, 1), "counts": counts(res), "passed": res.passed, "oracles": oracles,
                 "error_rows": error_rows(res.results), "oracles_line": oracles_line(res),
                 "check_seconds": check_seconds(res.results), "stats": res.stats,
