@@ -71,6 +71,17 @@ std::string emu_unsupported(const Problem& p, const Recipe& r) {
   return {};
 }
 
+std::int64_t emu_tile_kv(const Recipe& r, int divisor) {
+  // make_plan in reference/src/emulate.cpp: pv_block is V's MX block, else P's (equal if both).
+  const bool mxv = r.v.family == Scheme::Family::mx, blocked = mxv || r.p_mx.has_value();
+  const int64_t pv_block = mxv ? r.v.block : r.p_mx ? r.p_mx->block : 32;
+  const int64_t t = divisor >= 1 ? r.tile_kv / divisor : 0;
+  if (divisor > 1 && t >= 1 && (!blocked || t % pv_block == 0)) return t;
+  return r.tile_kv;
+}
+
+std::int64_t twin_tile_kv(const Recipe& r) { return emu_tile_kv(r, 2); }
+
 EmuHost emu_prepare_host(const Problem& p, const Recipe& r, const Tensor& tq, const Tensor& tk, const Tensor& tv) {
   if (auto why = emu_unsupported(p, r); !why.empty()) throw Error("gpu.emu: " + why);
   const cpu::Plan plan = cpu::make_plan(r);

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -147,12 +148,21 @@ const T* ptr(const std::vector<T>& v) {
   return v.empty() ? nullptr : v.data();
 }
 
+// Which of the emulator's outputs the simulation produces: `twin` = emulate(..., floor_twin())
+// (reverse_kv, twin_tile_kv), `rounded` = false: out_unrounded.
+struct SimOpts {
+  bool twin = false, rounded = true;
+};
+
 // Runs the kernel's work decomposition sequentially on the CPU: every (item, thread) of the
 // launch calls emu_row with the template argument the launcher picks. Outputs in the
 // emulator's layout.
-kt::Result simulate(const Problem& p, const Recipe& r, const datasets::Qkv& in) {
+kt::Result simulate(const Problem& p, const Recipe& r, const datasets::Qkv& in, SimOpts o = {}) {
   EmuHost hs = emu_prepare_host(p, r, in.q, in.k, in.v);
   EmuParams ep = hs.params;
+  ep.reverse_kv = o.twin;
+  if (o.twin) ep.tile_kv = twin_tile_kv(r);
+  ep.out_round = ep.out_round && o.rounded;
   ep.batches = ptr(hs.batches), ep.items = ptr(hs.items);
   ep.qv = ptr(hs.qval), ep.kv = ptr(hs.kval), ep.vv = ptr(hs.vval), ep.qi = ptr(hs.qi), ep.ki = ptr(hs.ki);
   ep.qts = ptr(hs.qts), ep.kts = ptr(hs.kts), ep.vcs = ptr(hs.vcs);
@@ -211,6 +221,14 @@ const SimCase kSimCases[] = {
 
 class EmuRowSim : public ::testing::TestWithParam<std::string> {};
 
+// Bits of `got` vs `want` (NaN equals NaN), the first mismatch named.
+void expect_bits(const Tensor& got, const Tensor& want, const char* what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const std::int64_t m = kt::first_bit_mismatch(got, want);
+  EXPECT_LT(m, 0) << what << "[" << m << "] sim " << (m >= 0 ? hexf(got.data<float>()[m]) : "") << " emulator "
+                  << (m >= 0 ? hexf(want.data<float>()[m]) : "");
+}
+
 TEST_P(EmuRowSim, DeviceRowCodeOnTheCpuEqualsTheEmulator) {
   const Recipe r = parse_recipe(GetParam());
   int compared = 0;
@@ -221,15 +239,41 @@ TEST_P(EmuRowSim, DeviceRowCodeOnTheCpuEqualsTheEmulator) {
     const auto in = datasets::generate_qkv(p, c.dist, c.seed);
     const ref::EmulatorOutput want = ref::emulate(p, r, in.q, in.k, in.v);
     const kt::Result got = simulate(p, r, in);
-    const std::int64_t mo = kt::first_bit_mismatch(got.out, want.out);
-    EXPECT_LT(mo, 0) << "out[" << mo << "] sim " << (mo >= 0 ? hexf(got.out.data<float>()[mo]) : "") << " emulator "
-                     << (mo >= 0 ? hexf(want.out.data<float>()[mo]) : "");
-    const std::int64_t ml = kt::first_bit_mismatch(got.lse, want.lse);
-    EXPECT_LT(ml, 0) << "lse[" << ml << "] sim " << (ml >= 0 ? hexf(got.lse.data<float>()[ml]) : "") << " emulator "
-                     << (ml >= 0 ? hexf(want.lse.data<float>()[ml]) : "");
+    expect_bits(got.out, want.out, "out");
+    expect_bits(got.lse, want.lse, "lse");
     ++compared;
   }
   EXPECT_GT(compared, 0);
+}
+
+// The four outputs the conformance engine takes from the emulator -- out and out_unrounded of
+// emulate() and of emulate(..., floor_twin()) -- from the device's row code (reverse_kv,
+// twin_tile_kv, out_round), plus the twin's LSE, on problems with a causal mask, GQA and a
+// partial last KV tile (T = 200, 77; tile_kv 64 or 128 and their halves).
+TEST_P(EmuRowSim, DeviceRowCodeGivesTheFloorTwinAndUnroundedOutputs) {
+  const Recipe r = parse_recipe(GetParam());
+  int compared = 0;
+  std::int64_t twin_moved = 0;  // elements where the twin's out_unrounded differs from emulate()'s
+  for (const SimCase& c : kSimCases) {
+    const Problem p = parse_problem(c.problem);
+    if (!emu_unsupported(p, r).empty() || p.mask == Mask::none || p.heads_kv == p.heads_q) continue;
+    SCOPED_TRACE(std::string(c.problem) + " seed " + std::to_string(c.seed));
+    const auto in = datasets::generate_qkv(p, c.dist, c.seed);
+    const ref::EmulatorOutput want = ref::emulate(p, r, in.q, in.k, in.v);
+    const ref::EmulatorOutput twin = ref::emulate(p, r, in.q, in.k, in.v, ref::floor_twin());
+    expect_bits(simulate(p, r, in, {false, false}).out, want.out_unrounded, "out_unrounded");
+    const kt::Result t = simulate(p, r, in, {true, true});
+    expect_bits(t.out, twin.out, "twin out");
+    expect_bits(t.lse, twin.lse, "twin lse");
+    expect_bits(simulate(p, r, in, {true, false}).out, twin.out_unrounded, "twin out_unrounded");
+    const float* a = want.out_unrounded.data<float>();
+    const float* b = twin.out_unrounded.data<float>();
+    for (std::int64_t i = 0; i < want.out_unrounded.numel(); ++i) twin_moved += fbits(a[i]) != fbits(b[i]);
+    ++compared;
+  }
+  EXPECT_GT(compared, 0);
+  // The twin must be another order, not the same one: otherwise the checks above prove nothing.
+  EXPECT_GT(twin_moved, 0) << "the floor twin equals the plain emulation on every test problem";
 }
 
 std::vector<std::string> named() {
@@ -240,6 +284,27 @@ std::vector<std::string> named() {
 
 INSTANTIATE_TEST_SUITE_P(Named, EmuRowSim, ::testing::ValuesIn(named()),
                          [](const ::testing::TestParamInfo<std::string>& pi) { return pi.param; });
+
+// Recipes beside the named ones where the floor twin's rules show: block-scaled P.V whose block
+// sums are inexact (MX V with bf16 P, MX P with bf16 V: the key order inside a block matters; the
+// named MX recipes pair fp4 with fp4, whose block sums are exact), a halved tile that would break
+// the 32-key P.V block (96, 32: the twin keeps the tile and only reverses), odd and unit tiles.
+const std::vector<std::string> kExtraRecipes = {
+    "v=mxfp4_e2m1fn;tile_kv=64",
+    "v=mxfp4_e2m1fn;tile_kv=96",
+    "v=mxfp4_e2m1fn;tile_kv=32",
+    "p=fp4_e2m1fn;tile_kv=128;p_mx=mxfp4_e2m1fn",
+    "tile_kv=50",
+    "tile_kv=1",
+};
+
+INSTANTIATE_TEST_SUITE_P(Extra, EmuRowSim, ::testing::ValuesIn(kExtraRecipes),
+                         [](const ::testing::TestParamInfo<std::string>& pi) {
+                           std::string n = pi.param;
+                           for (char& ch : n)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return n;
+                         });
 
 }  // namespace
 }  // namespace attest::gpu::test

@@ -1,8 +1,10 @@
-// gpu.emu.<recipe> against the recipe emulator (reference/emulate), bit for bit, output and LSE.
+// gpu.emu.<recipe> against the recipe emulator (reference/emulate), bit for bit, output and LSE
+// (and, through the launch parameters, out_unrounded and the floor twin's outputs).
 // Device tests SKIP without a device. The host/device scalar functions the kernels are built
 // from are checked on the CPU in every build (kernels/gpu/tests/test_emu_math.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -11,6 +13,8 @@
 #include <vector>
 
 #include "attest/kernels/gpu/attn_fwd_emu.hpp"
+#include "attest/kernels/gpu/emu_host.hpp"
+#include "attest/kernels/gpu/emu_prepare.hpp"
 #include "attest/reference/emulate.hpp"
 #include "gpu_test_util.hpp"
 #include "kernel_test_util.hpp"
@@ -64,6 +68,32 @@ std::string describe(const Problem& p, const Tensor& got, const Tensor& want, st
   return s;
 }
 
+// One launch of the prepared operands with the floor twin's order (reverse_kv, twin_tile_kv) or
+// not and the output rounding or not, in the emulator's layouts (out [B|1,S,H,Dv], lse [B|1,H,S]).
+kt::Result launch(const Problem& p, const Recipe& r, EmuRun& run, bool twin, bool rounded) {
+  const EmuParams base = run.params;
+  run.params.reverse_kv = twin;
+  if (twin) run.params.tile_kv = twin_tile_kv(r);  // <= the prepared tile_kv: scratch suffices
+  run.params.out_round = base.out_round && rounded;
+  std::vector<float> out, lse;
+  if (run.params.n_items > 0) {
+    attn_fwd_emu(run.params);
+    synchronize();
+    emu_collect(run, out, lse);
+  }
+  run.params = base;
+  const std::int64_t H = p.heads_q, Dv = p.head_dim_v, rows = base.total_rows;
+  const std::int64_t B = p.ragged() ? 1 : p.batch, S = rows / B;
+  kt::Result res{Tensor(DType::f32, {B, S, H, Dv}), Tensor(DType::f32, {B, H, S})};
+  if (out.empty()) return res;
+  std::copy(out.begin(), out.end(), res.out.data<float>());  // [orow][H][Dv], orow = b * S + i
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t i = 0; i < S; ++i)
+        res.lse.data<float>()[(b * H + h) * S + i] = lse[static_cast<std::size_t>(h * rows + b * S + i)];
+  return res;
+}
+
 std::vector<std::string> emu_kernels() {
   std::vector<std::string> v;
   for (const NamedRecipe& nr : named_recipes()) v.push_back("gpu.emu." + std::string(nr.name));
@@ -104,6 +134,23 @@ TEST_P(GpuEmu, BitwiseEqualToTheEmulator) {
     for (std::int64_t i = 0; i < got.out.numel(); ++i)
       live += std::isfinite(got.out.data<float>()[i]) && got.out.data<float>()[i] != 0.0f;
     EXPECT_GT(live, got.out.numel() / 2);
+    // The emulator's other outputs from the same launch parameters: out_unrounded, and the floor
+    // twin's out, out_unrounded and LSE (emulate(..., floor_twin())).
+    const ref::EmulatorOutput twin = ref::emulate(p, r, in.q, in.k, in.v, ref::floor_twin());
+    EmuRun run = emu_prepare(p, r, in.q, in.k, in.v);
+    const kt::Result unr = launch(p, r, run, false, false);
+    const kt::Result tw = launch(p, r, run, true, true);
+    const kt::Result twu = launch(p, r, run, true, false);
+    const std::int64_t mu = kt::first_bit_mismatch(unr.out, want.out_unrounded);
+    EXPECT_LT(mu, 0) << "out_unrounded "
+                     << (mu >= 0 ? describe(p, unr.out, want.out_unrounded, mu, unr.lse, want.lse, true) : "");
+    const std::int64_t mt = kt::first_bit_mismatch(tw.out, twin.out);
+    EXPECT_LT(mt, 0) << "twin out " << (mt >= 0 ? describe(p, tw.out, twin.out, mt, tw.lse, twin.lse, true) : "");
+    const std::int64_t mtl = kt::first_bit_mismatch(tw.lse, twin.lse);
+    EXPECT_LT(mtl, 0) << "twin lse " << (mtl >= 0 ? describe(p, tw.lse, twin.lse, mtl, tw.lse, twin.lse, false) : "");
+    const std::int64_t mtu = kt::first_bit_mismatch(twu.out, twin.out_unrounded);
+    EXPECT_LT(mtu, 0) << "twin out_unrounded "
+                      << (mtu >= 0 ? describe(p, twu.out, twin.out_unrounded, mtu, twu.lse, twin.lse, true) : "");
     ++compared;
   }
   EXPECT_GT(compared, 0) << GetParam() << " supports none of the test problems";

@@ -14,6 +14,11 @@
 /// row; each thread walks its row's KV tiles in ascending order, keys ascending, exactly as the
 /// emulator's emulate_row. Accumulators live in registers for head_dim_v 64/128 without MX P.V,
 /// else in a per-thread global scratch.
+///
+/// The emulator's other outputs from the same operands: out_round = false gives
+/// EmulatorOutput::out_unrounded; reverse_kv = true with tile_kv = twin_tile_kv(recipe)
+/// (emu_host.hpp) gives emulate(..., floor_twin()) (tiles, keys and P.V blocks descending; the
+/// tile max is order-free). A smaller tile_kv needs no more scratch than emu_scratch_floats gave.
 #include <cstdint>
 
 #include "attest/kernels/gpu/emu_math.hpp"
@@ -48,6 +53,9 @@ struct EmuParams {
   std::int64_t heads_q = 1, heads_kv = 1, head_dim = 0, head_dim_v = 0, group = 1;
   int mask = 0;  ///< 0 none, 1 causal_tl, 2 causal_br
   std::int64_t tile_kv = 64;
+  /// EmulateOptions::reverse_kv: KV tiles descending, keys (P.V: blocks, then keys) descending
+  /// within a tile, row sum in the same order; same tiles, same quantization.
+  bool reverse_kv = false;
   const EmuBatch* batches = nullptr;  ///< device
   const EmuItem* items = nullptr;     ///< device
   std::int64_t n_items = 0;
@@ -87,6 +95,7 @@ struct EmuParams {
   std::int64_t pv_block = 32;                ///< keys per P.V block with MX P or V
   EmuDiv div = EmuDiv::ieee_div;
   bool vscale_rcp = false;
+  /// false: O left unrounded (the emulator's out_unrounded).
   bool out_round = true;
   FormatSpec out_fmt = format_spec(FormatId::bf16);  ///< O's format (a row of core's table)
   emu::Overflow out_sat = emu::Overflow::ieee;

@@ -26,6 +26,13 @@ struct EmuHost {
 /// Why gpu.emu cannot run (p, r) on any device, or empty (device-specific limits, such as
 /// rcp_sm90 off NVIDIA, are the registry entry's).
 std::string emu_unsupported(const Problem& p, const Recipe& r);
+/// EmuParams::tile_kv of the emulator run with EmulateOptions::tile_kv_divisor `divisor`:
+/// tile_kv / divisor, kept only when divisor > 1, the quotient is >= 1 and, with MX P or MX V, a
+/// multiple of the P.V block; else the recipe's tile_kv (reference/src/emulate.cpp make_plan's
+/// rule, restated here: kernels/ does not include reference/).
+std::int64_t emu_tile_kv(const Recipe& r, int divisor);
+/// The floor twin's tile_kv (ref::floor_twin(): tile_kv_divisor 2; set reverse_kv too).
+std::int64_t twin_tile_kv(const Recipe& r);
 /// Stage 0 for logical [B|1, tokens, heads, C] f32 tensors (any strides). Throws attest::Error
 /// for an unsupported recipe.
 EmuHost emu_prepare_host(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v);

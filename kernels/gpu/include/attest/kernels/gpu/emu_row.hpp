@@ -148,10 +148,13 @@ ATTEST_EMU_DEV void emu_row(const EmuParams& p, const EmuBatch& bt, i64 h, i64 i
 
   float m = -finf(), l = 0.0f;
   bool started = false;
+  const bool rev = p.reverse_kv;
   const i64 ntiles = hi > 0 ? (hi + Bc - 1) / Bc : 0;
-  for (i64 t = 0; t < ntiles; ++t) {
+  for (i64 ti = 0; ti < ntiles; ++ti) {
+    const i64 t = rev ? ntiles - 1 - ti : ti;  // reverse_kv: tiles descending (emulate_row)
     const i64 j0 = t * Bc, n = (hi < j0 + Bc ? hi : j0 + Bc) - j0;
-    // 1. logits, scales, tile max (NaN-propagating).
+    // 1. logits, scales, tile max (NaN-propagating; keys ascending in both directions, as the
+    // emulator's update_max).
     float m_tile = -finf();
     for (i64 jj = 0; jj < n; ++jj) {
       const i64 krow = krow0 + j0 + jj;
@@ -176,10 +179,12 @@ ATTEST_EMU_DEV void emu_row(const EmuParams& p, const EmuBatch& bt, i64 h, i64 i
       m = m_new;
     }
     started = true;
-    // 3./4. P, row sum in key order, P rounded, P.V in key order. Without block scales the sum
-    // and the accumulators are independent sequences, so one pass gives the emulator's bits.
+    // 3./4. P, row sum in key order, P rounded, P.V in key order (reverse_kv: keys descending).
+    // Without block scales the sum and the accumulators are independent sequences, so one pass
+    // gives the emulator's bits.
     if (!blocked) {
-      for (i64 jj = 0; jj < n; ++jj) {
+      const i64 step = rev ? -1 : 1;
+      for (i64 jj = rev ? n - 1 : 0; jj >= 0 && jj < n; jj += step) {
         const float pj = exp2_of(p, std::fma(X[jj * ns], SC[jj * ns], -m));
         l = l + pj;
         const float pc = round_p(p, pj);
@@ -193,14 +198,16 @@ ATTEST_EMU_DEV void emu_row(const EmuParams& p, const EmuBatch& bt, i64 h, i64 i
       Acc<DV> bs;                    // slots [3Bc + Dv, 3Bc + 2Dv): block sums
       bs.g = scr + (3 * Bc + Dv) * ns;
       bs.stride = ns;
-      for (i64 jj = 0; jj < n; ++jj) {
-        const float pj = exp2_of(p, std::fma(X[jj * ns], SC[jj * ns], -m));
-        P[jj * ns] = pj;
-        l = l + pj;
-      }
+      for (i64 jj = 0; jj < n; ++jj) P[jj * ns] = exp2_of(p, std::fma(X[jj * ns], SC[jj * ns], -m));
+      for (i64 s = 0; s < n; ++s) l = l + P[(rev ? n - 1 - s : s) * ns];  // emulator's exponentiate
+      // Blocks of pb keys aligned to the tile start; reverse_kv: blocks descending, keys
+      // descending within a block (the emulator's accumulate_pv / block_sum). A block's MX
+      // exponent depends on its keys only, not on the order.
       const i64 pb = p.pv_block;
       const i64 nvb = (bt.tk + p.vblock - 1) / p.vblock;
-      for (i64 b0 = 0; b0 < n; b0 += pb) {
+      const i64 nblk = (n + pb - 1) / pb;
+      for (i64 bi = 0; bi < nblk; ++bi) {
+        const i64 b0 = (rev ? nblk - 1 - bi : bi) * pb;
         const i64 b1 = n < b0 + pb ? n : b0 + pb;
         int ep = 0;
         float mult = 1.0f;
@@ -215,7 +222,8 @@ ATTEST_EMU_DEV void emu_row(const EmuParams& p, const EmuBatch& bt, i64 h, i64 i
           ep = code == 0xFF ? kEmuNanExp : static_cast<int>(code) - 127;
         }
         for (i64 d = 0; d < Dv; ++d) bs(d) = 0.0f;
-        for (i64 jj = b0; jj < b1; ++jj) {
+        for (i64 s = 0; s < b1 - b0; ++s) {
+          const i64 jj = rev ? b1 - 1 - s : b0 + s;
           const float pv = P[jj * ns];
           const float pc = p.p == EmuP::mx ? emu::round_to(p.p_fmt, pv * mult, p.p_tie, p.p_sat) : round_p(p, pv);
           const float* vr = p.vv + (krow0 + j0 + jj) * Dv;
