@@ -447,15 +447,49 @@ std::string plan_refusal(const Problem& p, const std::string& causal) {
   return {};
 }
 
-// Recipes whose input quantizers act element by element: a block's emulation is then exactly
-// the whole problem's restricted to the block. Block, token or tensor scales (INT8, FP8, MX)
-// depend on rows outside the block.
-std::string recipe_refusal(const Recipe& r) {
+namespace {
+
+// The recipe the emulator runs: hardware exp2 has no bitwise model, so its accuracy budget is the
+// correctly rounded exp2's (as the gate's Context does); bitwise is UNSUPPORTED for it.
+Recipe emulated(const Recipe& r) {
+  Recipe er = r;
+  if (er.exp2 == Exp2Policy::hw) er.exp2 = Exp2Policy::cr;
+  return er;
+}
+
+// Input quantizers that act element by element (plain bf16 / fp16 casts, f32): a block's
+// emulation as a sub-problem of its own (its rows, the keys they see) is then exactly the whole
+// problem's restricted to the block, with no pass over the whole inputs. Every other scheme
+// (INT8, FP8, MX, or a cast with a rotation) has scales or means over rows outside the block:
+// those recipes are emulated against the whole problem's quantized operands (ref::prepare).
+bool element_wise(const Recipe& r) {
   for (const Scheme* s : {&r.q, &r.k, &r.v})
-    if (*s != default_scheme("bf16") && *s != default_scheme("fp16") && *s != default_scheme("f32"))
-      return fmt::format("recipe {}: input scheme '{}' is not an element-wise cast; the device engine emulates only cast "
-                         "recipes (scales over blocks, tokens or tensors depend on rows outside a block)",
-                         recipe_label(r), to_string(*s));
+    if (*s != default_scheme("bf16") && *s != default_scheme("fp16") && *s != default_scheme("f32")) return false;
+  return true;
+}
+
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+}  // namespace
+
+double prepare_host_bytes(const Problem& p, const Recipe& r) {
+  if (element_wise(r)) return 0;
+  const double nq = static_cast<double>(p.batch * p.seqlen_q * p.heads_q * p.head_dim),
+               nk = static_cast<double>(p.batch * p.seqlen_kv * p.heads_kv * p.head_dim),
+               nv = static_cast<double>(p.batch * p.seqlen_kv * p.heads_kv * p.head_dim_v);
+  // The float32 copies (4) and, the operands being quantized concurrently, every quantizer's
+  // working copy and codes at once (5), plus the float copy of q that K smoothing keeps (its own
+  // contiguous copy: 4 more per element of q). Measured peaks are 0.7-0.8x of this.
+  const Recipe er = emulated(r);
+  const bool smooth = er.k.family != Scheme::Family::identity && er.k.smooth != Scheme::Smoothing::none;
+  return static_cast<double>(ref::prepared_bytes(p, er)) + 9 * (nq + nk + nv) + (smooth ? 4 * nq : 0.0);
+}
+
+std::string recipe_refusal(const Recipe& r) {
+  // The recipe's own fields on a nominal problem (head_dim 128); refusal() asks again with the
+  // case's problem (int8 head_dim limit, a rotation's head_dim).
+  if (auto why = ref::emulate_refusal(parse_problem("b1h1s64d128"), emulated(r)); !why.empty())
+    return fmt::format("recipe {}: the emulator does not model it ({})", recipe_label(r), why);
   return {};
 }
 
@@ -551,6 +585,15 @@ json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, const Sam
 
 std::string refusal(const Case& c, const SampleArgs& a) {
   if (auto why = recipe_refusal(c.recipe); !why.empty()) return why;
+  if (auto why = ref::emulate_refusal(c.problem, emulated(c.recipe)); !why.empty())
+    return fmt::format("recipe {} on problem {}: the emulator does not model it ({})", recipe_label(c.recipe),
+                       to_string(c.problem), why);
+  if (const double need = prepare_host_bytes(c.problem, c.recipe); need > a.max_host_bytes)
+    return fmt::format(
+        "recipe {} quantizes the whole problem on the host before its blocks are emulated: about {:.1f} GiB "
+        "for problem {} (the inputs as float32 and the quantized operands), above the limit of {:.1f} GiB "
+        "(SampleArgs::max_host_bytes)",
+        recipe_label(c.recipe), need / kGiB, to_string(c.problem), a.max_host_bytes / kGiB);
   try {
     (void)plan_blocks(c.problem, a, c.seed, c.recipe.tile_kv);
   } catch (const Error& e) {
@@ -585,9 +628,29 @@ Report judge(const JudgeRequest& req) {
   expect_shape(out, "out", {p.batch, p.seqlen_q, p.heads_q, p.head_dim_v});
   json sample = plan_json(plan, p, c.seed, sa);
 
-  Recipe er = c.recipe;
-  if (er.exp2 == Exp2Policy::hw) er.exp2 = Exp2Policy::cr;  // as the gate's Context (no bitwise model of hw exp2)
-  double t_gather = 0, t_ref = 0, t_emu = 0;
+  const Recipe er = emulated(c.recipe);
+  double t_gather = 0, t_ref = 0, t_emu = 0, t_prepare = 0;
+  // The gate runs its groups with OpenMP single-threaded (gate.cpp); its device oracles ask for a
+  // team here (SampleArgs::threads), where the emulated blocks are most of the work.
+  const int threads = sa.threads > 0 ? sa.threads : omp_get_max_threads();
+  // A quantized recipe: the whole problem's inputs to the host once (device refs are copied),
+  // quantized there once; every emulated block then runs its rows against those operands.
+  std::optional<ref::Prepared> prepared;
+  if (!element_wise(er)) {
+    auto t0 = std::chrono::steady_clock::now();
+    const i64 lo[4] = {0, 0, 0, 0}, hq[4] = {p.batch, p.seqlen_q, p.heads_q, p.head_dim},
+              hk[4] = {p.batch, p.seqlen_kv, p.heads_kv, p.head_dim},
+              hv[4] = {p.batch, p.seqlen_kv, p.heads_kv, p.head_dim_v};
+    const Tensor qw = gather(q, lo, hq), kw = gather(k, lo, hk), vw = gather(v, lo, hv);
+    t_gather += since(t0);
+    t0 = std::chrono::steady_clock::now();
+    try {
+      prepared.emplace(ref::prepare(p, er, qw, kw, vw));
+    } catch (const std::exception& e) {
+      throw Error(std::string("emulator: ") + e.what());
+    }
+    t_prepare = since(t0);
+  }
   // The blocks' rows, concatenated: the kernel's (K), the FP64 reference's, the emulator's and
   // its floor twin's. `parts` keeps each block's sub-problem (its row count: its rows there).
   struct Part {
@@ -640,45 +703,67 @@ Report judge(const JudgeRequest& req) {
       t_ref += since(t0);
       parts.push_back(std::move(part));
     }
-    // The emulator and its floor twin on chunks of kEmuRows rows, in parallel: rows are independent
-    // in the emulator (each walks its own keys), and one block alone would keep one core busy.
-    constexpr i64 kEmuRows = 8;
-    struct Chunk {
-      std::size_t part;
-      i64 a, b;
-    };
-    std::vector<Chunk> chunks;
-    for (std::size_t i = 0; i < parts.size(); ++i)
-      for (i64 a = 0; a < parts[i].ps.seqlen_q; a += kEmuRows)
-        chunks.push_back({i, a, std::min(parts[i].ps.seqlen_q, a + kEmuRows)});
-    std::vector<Tensor> eo(chunks.size()), eu(chunks.size()), fo(chunks.size()), fu(chunks.size());
+    std::vector<Tensor> eo, eu, fo, fu;
     std::string emu_error;
     const auto t0e = std::chrono::steady_clock::now();
-    // The gate runs its groups with OpenMP single-threaded (gate.cpp); its device oracles ask for a
-    // team here (SampleArgs::threads), where the emulated blocks are most of the work.
-    const int threads = sa.threads > 0 ? sa.threads : omp_get_max_threads();
-#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+    if (prepared) {
+      // Quantized recipe: the blocks' rows against the whole problem's operands (ref::emulate_rows,
+      // rows in parallel on `threads`), bit for bit those rows of ref::emulate on the whole problem.
+      std::vector<ref::RowBlock> rb;
+      for (const auto& s : slices) rb.push_back({s.b, s.h, s.r0, s.r1});
+      const int omp_before = omp_get_max_threads();
+      omp_set_num_threads(threads);
       try {
-        const Chunk& ch = chunks[ci];
-        const Part& part = parts[ch.part];
-        Problem pc = part.ps;
-        pc.seqlen_q = ch.b - ch.a;
-        // causal_br keeps row r seeing keys [0, r + kend - n]: the chunk's last row ends (n - b)
-        // keys before the block's.
-        pc.seqlen_kv = pc.mask == Mask::none ? part.ps.seqlen_kv : part.ps.seqlen_kv - (part.ps.seqlen_q - ch.b);
-        const Tensor qc = token_slice(part.qh, ch.a, ch.b);
-        const Tensor kc = token_slice(part.kh, 0, pc.seqlen_kv);
-        const Tensor vc = token_slice(part.vh, 0, pc.seqlen_kv);
-        auto e = ref::emulate(pc, er, qc, kc, vc);
-        auto f = ref::emulate(pc, er, qc, kc, vc, ref::floor_twin());
-        eo[ci] = std::move(e.out);
-        eu[ci] = std::move(e.out_unrounded);
-        fo[ci] = std::move(f.out);
-        fu[ci] = std::move(f.out_unrounded);
+        auto e = ref::emulate_rows(*prepared, rb);
+        auto f = ref::emulate_rows(*prepared, rb, ref::floor_twin());
+        eo.push_back(std::move(e.out));
+        eu.push_back(std::move(e.out_unrounded));
+        fo.push_back(std::move(f.out));
+        fu.push_back(std::move(f.out_unrounded));
       } catch (const std::exception& e) {
+        emu_error = e.what();
+      }
+      omp_set_num_threads(omp_before);
+    } else {
+      // Element-wise casts: each block as a sub-problem of its own, the emulator and its floor twin on
+      // chunks of kEmuRows rows, in parallel: rows are independent in the emulator (each walks its own
+      // keys), and one block alone would keep one core busy.
+      constexpr i64 kEmuRows = 8;
+      struct Chunk {
+        std::size_t part;
+        i64 a, b;
+      };
+      std::vector<Chunk> chunks;
+      for (std::size_t i = 0; i < parts.size(); ++i)
+        for (i64 a = 0; a < parts[i].ps.seqlen_q; a += kEmuRows)
+          chunks.push_back({i, a, std::min(parts[i].ps.seqlen_q, a + kEmuRows)});
+      eo.resize(chunks.size());
+      eu.resize(chunks.size());
+      fo.resize(chunks.size());
+      fu.resize(chunks.size());
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+      for (std::size_t ci = 0; ci < chunks.size(); ++ci) {
+        try {
+          const Chunk& ch = chunks[ci];
+          const Part& part = parts[ch.part];
+          Problem pc = part.ps;
+          pc.seqlen_q = ch.b - ch.a;
+          // causal_br keeps row r seeing keys [0, r + kend - n]: the chunk's last row ends (n - b)
+          // keys before the block's.
+          pc.seqlen_kv = pc.mask == Mask::none ? part.ps.seqlen_kv : part.ps.seqlen_kv - (part.ps.seqlen_q - ch.b);
+          const Tensor qc = token_slice(part.qh, ch.a, ch.b);
+          const Tensor kc = token_slice(part.kh, 0, pc.seqlen_kv);
+          const Tensor vc = token_slice(part.vh, 0, pc.seqlen_kv);
+          auto e = ref::emulate(pc, er, qc, kc, vc);
+          auto f = ref::emulate(pc, er, qc, kc, vc, ref::floor_twin());
+          eo[ci] = std::move(e.out);
+          eu[ci] = std::move(e.out_unrounded);
+          fo[ci] = std::move(f.out);
+          fu[ci] = std::move(f.out_unrounded);
+        } catch (const std::exception& e) {
 #pragma omp critical
-        if (emu_error.empty()) emu_error = e.what();
+          if (emu_error.empty()) emu_error = e.what();
+        }
       }
     }
     if (!emu_error.empty()) throw Error("emulator: " + emu_error);
@@ -757,8 +842,20 @@ Report judge(const JudgeRequest& req) {
   // The reference's own NaN/Inf: every row's when the complete pass ran, else the planned rows'.
   bool ref_finite = mref.nan_ref == 0 && mref.inf_ref == 0;
   for (const auto& b : blocks) ref_finite = ref_finite && b.nonfinite_ref == 0;
-  sample["timing_s"] = {{"gather", t_gather}, {"reference", t_ref}, {"emulator", t_emu}, {"complete_reference", t_complete},
+  sample["timing_s"] = {{"gather", t_gather},
+                        {"prepare", t_prepare},
+                        {"reference", t_ref},
+                        {"emulator", t_emu},
+                        {"complete_reference", t_complete},
                         {"scan", t_scan}};
+  if (prepared)
+    sample["emulation"] = {
+        {"quantization", "whole problem on the host (ref::prepare), blocks' rows by ref::emulate_rows"},
+        {"prepared_bytes", prepared->bytes()},
+        {"host_bytes_estimate", prepare_host_bytes(p, c.recipe)},
+        {"max_host_bytes", sa.max_host_bytes}};
+  else
+    sample["emulation"] = {{"quantization", "element-wise casts: each block as a sub-problem of its own"}};
   sample["output_scan"] = {{"elements", scan.count}, {"nonfinite", scan.nonfinite_a},
                            {"first_nonfinite", scan.first >= 0 ? json(index_of(out, scan.first)) : json(nullptr)}};
   sample["reference"] = q.device ? "gpu.ref64 (device buffers)" : "ref::attention fp64 (host)";

@@ -49,12 +49,17 @@
 //     over d ascending) is added in FP32, unless EmulateOptions::smoothed_lse.
 //  5. A row with no visible key (or whose running max stays -inf): out 0, LSE -inf.
 // Each row's arithmetic is sequential and depends only on its own data, so results do not depend
-// on the thread count or on the tiling of rows (tile_q only sets the work unit).
+// on the thread count or on the tiling of rows (tile_q only sets the work unit). emulate() is
+// prepare() (step 0, once for the whole problem) followed by every row; emulate_rows() runs chosen
+// rows against the same prepared operands, so its rows are emulate()'s bit for bit.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <exception>
 #include <limits>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "attest/core/status.hpp"
@@ -79,8 +84,8 @@ struct Operand {
   Kind kind = Kind::f32;
   std::int64_t slabs = 0, T = 0, C = 0;
   std::int64_t block = 32;           // MX block (channels for Q/K, tokens for V)
-  std::vector<float> val;            // element values; layout per use (see prepare_*)
-  std::vector<std::int8_t> ival;     // int8 codes (Kind::int8), same layout as val
+  std::vector<float> val;            // element values; layout per use (see prepare_*); empty for int8
+  std::vector<std::int8_t> ival;     // int8 codes (Kind::int8, instead of val), val's layout
   std::vector<float> tok_scale;      // [slab][t] (Q/K)
   std::vector<float> chan_scale;     // [slab][c] (V)
   std::vector<std::int16_t> mx_exp;  // E - 127, or kNoExp for a NaN scale
@@ -152,12 +157,12 @@ Operand prepare_qk(const Tensor& x, const Scheme& s, double sm_scale, bool trans
   o.T = xt.dim(2);
   o.C = xt.dim(3);
   const auto n = static_cast<std::size_t>(o.slabs * o.T * o.C);
-  o.val.assign(n, 0.0f);
   o.tok_scale.assign(static_cast<std::size_t>(o.slabs * o.T), 1.0f);
   auto dst = [&](std::int64_t sl, std::int64_t t, std::int64_t c) {
     return static_cast<std::size_t>(transpose ? (sl * o.C + c) * o.T + t : (sl * o.T + t) * o.C + c);
   };
   if (is_f32(s)) {
+    o.val.assign(n, 0.0f);
     const Tensor xc = xt.contiguous();
     const float* src = o.val.empty() ? nullptr : xc.data<float>();
     for (std::int64_t sl = 0; sl < o.slabs; ++sl)
@@ -168,7 +173,9 @@ Operand prepare_qk(const Tensor& x, const Scheme& s, double sm_scale, bool trans
   QuantInputs in;
   in.sm_scale = sm_scale;
   const Quantized qz = quantize(xt, s, in);
+  // int8 logits are integer dot products of the codes (score_tile): the codes alone are kept.
   if (o.kind == Kind::int8) o.ival.assign(n, 0);
+  else o.val.assign(n, 0.0f);
   if (o.kind == Kind::mx) {
     o.block = s.block;
     o.mx_exp.assign(static_cast<std::size_t>(o.slabs * o.T * ((o.C + o.block - 1) / o.block)), 0);
@@ -181,8 +188,8 @@ Operand prepare_qk(const Tensor& x, const Scheme& s, double sm_scale, bool trans
         o.tok_scale[static_cast<std::size_t>(sl * o.T + t)] = token_scale(s, qz.scales.data<float>(), sl, o.T, t);
       for (std::int64_t c = 0; c < o.C; ++c) {
         const std::int64_t src = (sl * o.T + t) * o.C + c;
-        o.val[dst(sl, t, c)] = element_value(s, qz.codes, src);
         if (o.kind == Kind::int8) o.ival[dst(sl, t, c)] = qz.codes.data<std::int8_t>()[src];
+        else o.val[dst(sl, t, c)] = element_value(s, qz.codes, src);
       }
     }
   if (!qz.mean.empty()) o.mean.assign(qz.mean.data<float>(), qz.mean.data<float>() + o.slabs * o.C);
@@ -323,7 +330,6 @@ struct RowAt {
 // j0 + jj, jj < n.
 void score_tile(const Plan& pl, const Unit& u, const RowAt& at, std::int64_t j0, std::int64_t n, RowScratch& w) {
   const std::int64_t D = u.q.C, Tq = u.q.T, Tk = u.k.T, slab_q = at.slab_q, slab_kv = at.slab_kv, i = at.i;
-  const float* qrow = u.q.val.data() + (slab_q * Tq + i) * D;
   float* x = w.x.data();
   if (u.q.kind == Kind::int8) {
     std::int32_t* ix = w.ix.data();
@@ -336,6 +342,7 @@ void score_tile(const Plan& pl, const Unit& u, const RowAt& at, std::int64_t j0,
     }
     for (std::int64_t jj = 0; jj < n; ++jj) x[jj] = static_cast<float>(ix[jj]);  // exact, |ix| <= 2^24
   } else if (u.q.kind == Kind::mx) {
+    const float* qrow = u.q.val.data() + (slab_q * Tq + i) * D;
     const std::int64_t nb = (D + u.q.block - 1) / u.q.block;
     float* bs = w.bs.data();
     std::fill_n(x, n, 0.0f);
@@ -354,6 +361,7 @@ void score_tile(const Plan& pl, const Unit& u, const RowAt& at, std::int64_t j0,
       }
     }
   } else {
+    const float* qrow = u.q.val.data() + (slab_q * Tq + i) * D;
     std::fill_n(x, n, 0.0f);
     for (std::int64_t d = 0; d < D; ++d) {
       const float* kt = u.k.val.data() + (slab_kv * D + d) * Tk + j0;
@@ -653,52 +661,118 @@ void check_inputs(const Problem& p, const Tensor& q, const Tensor& k, const Tens
   check_attention_inputs(p, q, k, v);
 }
 
+// The operands are independent of each other (each quantizer reads its own input only), so they
+// are prepared concurrently; an error is rethrown in the order q, k, v, as a serial run gives it.
 Unit make_unit(const Plan& pl, const Tensor& q, const Tensor& k, const Tensor& v) {
   Unit u;
-  u.q = prepare_qk(q, pl.sq, pl.sm_scale, false);
-  u.k = prepare_qk(k, pl.sk, pl.sm_scale, true);
-  u.v = prepare_v(v, pl.sv);
-  if (!u.k.mean.empty()) u.qraw = prepare_qk(q, default_scheme("f32"), 0, false).val;
+  std::exception_ptr err[4];
+  const bool smooth = !is_f32(pl.sk) && pl.sk.smooth != Smoothing::none;
+  const auto guard = [&](int i, auto&& f) {
+    try {
+      f();
+    } catch (...) {
+      err[i] = std::current_exception();
+    }
+  };
+#pragma omp parallel sections
+  {
+#pragma omp section
+    guard(0, [&] { u.q = prepare_qk(q, pl.sq, pl.sm_scale, false); });
+#pragma omp section
+    guard(1, [&] { u.k = prepare_qk(k, pl.sk, pl.sm_scale, true); });
+#pragma omp section
+    guard(2, [&] { u.v = prepare_v(v, pl.sv); });
+#pragma omp section
+    guard(3, [&] {
+      if (smooth) u.qraw = prepare_qk(q, default_scheme("f32"), 0, false).val;
+    });
+  }
+  for (const auto& e : err)
+    if (e) std::rethrow_exception(e);
   return u;
 }
 
+template <class T>
+std::int64_t vec_bytes(const std::vector<T>& x) {
+  return static_cast<std::int64_t>(x.size() * sizeof(T));
+}
+
+std::int64_t operand_bytes(const Operand& o) {
+  return vec_bytes(o.val) + vec_bytes(o.ival) + vec_bytes(o.tok_scale) + vec_bytes(o.chan_scale) + vec_bytes(o.mx_exp) +
+         vec_bytes(o.mean);
+}
+
+// What prepare_qk / prepare_v / make_unit allocate for a unit of `slabs` heads, T tokens (Q/K)
+// or Tk tokens (V): prepared_bytes' arithmetic, kept beside operand_bytes so that the two agree.
+std::int64_t unit_bytes(const Plan& pl, std::int64_t hq, std::int64_t hkv, std::int64_t Tq, std::int64_t Tk,
+                        std::int64_t D, std::int64_t Dv) {
+  const auto qk = [](const Scheme& s, std::int64_t slabs, std::int64_t T, std::int64_t C) {
+    const Kind kd = kind_of(s);
+    std::int64_t b = slabs * T * C * (kd == Kind::int8 ? 1 : 4) + slabs * T * 4;  // values or codes, token scales
+    if (kd == Kind::mx) b += slabs * T * ((C + s.block - 1) / s.block) * 2;
+    if (!is_f32(s) && s.smooth != Smoothing::none) b += slabs * C * 4;
+    return b;
+  };
+  std::int64_t b = qk(pl.sq, hq, Tq, D) + qk(pl.sk, hkv, Tk, D);
+  b += hkv * Tk * Dv * 4 + hkv * Dv * 4;  // V values, channel scales
+  if (kind_of(pl.sv) == Kind::mx) b += hkv * ((Tk + pl.sv.block - 1) / pl.sv.block) * Dv * 2;
+  if (!is_f32(pl.sk) && pl.sk.smooth != Smoothing::none) b += hq * Tq * D * 4;  // qraw
+  return b;
+}
+
+// One work unit of rows [i0, i1) of (b, h): where row i0's outputs go (out index of its first
+// element, elements between consecutive rows' outputs) and its LSE (consecutive rows adjacent).
+struct Work {
+  std::int64_t b, h, i0, i1, out0, out_step, lse0;
+};
+
 }  // namespace
 
-EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v,
-                       const EmulateOptions& opt) {
+struct Prepared::Impl {
+  Problem p;
+  Recipe r;
+  std::vector<Unit> units;  // the whole batch, or one per sequence of a ragged batch
+};
+
+Prepared::Prepared(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Prepared::Prepared(Prepared&&) noexcept = default;
+Prepared& Prepared::operator=(Prepared&&) noexcept = default;
+Prepared::~Prepared() = default;
+const Problem& Prepared::problem() const { return impl_->p; }
+const Recipe& Prepared::recipe() const { return impl_->r; }
+std::int64_t Prepared::bytes() const {
+  std::int64_t b = 0;
+  for (const Unit& u : impl_->units)
+    b += operand_bytes(u.q) + operand_bytes(u.k) + operand_bytes(u.v) + vec_bytes(u.qraw);
+  return b;
+}
+
+Prepared prepare(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v) {
   check_inputs(p, q, k, v);
-  const Plan pl = make_plan(p, r, opt);
-  if (r.div == DivisionOp::rcp_sm90) (void)rcp_sm90_table();  // inflate (and verify) before the threads start
-
-  const std::int64_t B = p.batch, H = p.heads_q, G = p.group(), Dv = p.head_dim_v;
-  const bool ragged = p.ragged();
-  const std::int64_t rows = ragged ? p.cu_seqlens_q.back() : p.seqlen_q;
-  EmulatorOutput res;
-  res.out = ragged ? Tensor(DType::f32, {1, rows, H, Dv}) : Tensor(DType::f32, {B, rows, H, Dv});
-  res.out_unrounded = Tensor(DType::f32, res.out.shape());
-  res.lse = ragged ? Tensor(DType::f32, {1, H, rows}) : Tensor(DType::f32, {B, H, rows});
-  res.rescales = Tensor(DType::i32, res.lse.shape());
-
-  // Quantization units: the whole batch, or one per sequence of a ragged batch.
-  std::vector<Unit> units;
-  if (ragged) {
-    for (std::int64_t b = 0; b < B; ++b)
-      units.push_back(make_unit(pl, token_slice(q, p.cu_seqlens_q[static_cast<std::size_t>(b)], p.len_q(b)),
-                                token_slice(k, p.cu_seqlens_kv[static_cast<std::size_t>(b)], p.len_kv(b)),
-                                token_slice(v, p.cu_seqlens_kv[static_cast<std::size_t>(b)], p.len_kv(b))));
+  auto impl = std::make_unique<Prepared::Impl>();
+  impl->p = p;
+  impl->r = r;
+  const Plan pl = make_plan(impl->p, r, {});                  // refuses an unmodelled recipe before quantizing
+  if (r.div == DivisionOp::rcp_sm90) (void)rcp_sm90_table();  // inflate (and verify) before any threads start
+  if (p.ragged()) {
+    for (std::int64_t b = 0; b < p.batch; ++b)
+      impl->units.push_back(make_unit(pl, token_slice(q, p.cu_seqlens_q[static_cast<std::size_t>(b)], p.len_q(b)),
+                                      token_slice(k, p.cu_seqlens_kv[static_cast<std::size_t>(b)], p.len_kv(b)),
+                                      token_slice(v, p.cu_seqlens_kv[static_cast<std::size_t>(b)], p.len_kv(b))));
   } else {
-    units.push_back(make_unit(pl, q, k, v));
+    impl->units.push_back(make_unit(pl, q, k, v));
   }
+  return Prepared(std::move(impl));
+}
 
-  struct Work {
-    std::int64_t b, h, i0, i1;
-  };
-  std::vector<Work> work;
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t i0 = 0; i0 < p.len_q(b); i0 += r.tile_q)
-        work.push_back({b, h, i0, std::min(p.len_q(b), i0 + r.tile_q)});
+namespace {
 
+// Every row of `work` through emulate_row into res (allocated by the caller), rows in parallel:
+// each row's arithmetic is its own, so neither the thread count nor the work units matter.
+void run_rows(const Prepared::Impl& pr, const Plan& pl, const std::vector<Work>& work, EmulatorOutput& res) {
+  const Problem& p = pr.p;
+  const bool ragged = p.ragged();
+  const std::int64_t H = p.heads_q, G = p.group();
   float* outp = res.out.numel() > 0 ? res.out.data<float>() : nullptr;
   float* outu = res.out_unrounded.numel() > 0 ? res.out_unrounded.data<float>() : nullptr;
   float* lsep = res.lse.numel() > 0 ? res.lse.data<float>() : nullptr;
@@ -710,22 +784,107 @@ EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t wi = 0; wi < nwork; ++wi) {
       const Work& wk = work[static_cast<std::size_t>(wi)];
-      const Unit& u = units[ragged ? static_cast<std::size_t>(wk.b) : 0];
+      const Unit& u = pr.units[ragged ? static_cast<std::size_t>(wk.b) : 0];
       const std::int64_t slab_q = (ragged ? 0 : wk.b * H) + wk.h;
       const std::int64_t slab_kv = (ragged ? 0 : wk.b * p.heads_kv) + wk.h / G;
-      const std::int64_t row0 = ragged ? p.cu_seqlens_q[static_cast<std::size_t>(wk.b)] : 0;
-      const std::int64_t bo = ragged ? 0 : wk.b;
       for (std::int64_t i = wk.i0; i < wk.i1; ++i) {
         const std::int64_t hi = std::clamp<std::int64_t>(p.visible_keys(wk.b, i), 0, p.len_kv(wk.b));
-        const std::int64_t row = row0 + i;
-        const std::int64_t oi = ((bo * rows + row) * H + wk.h) * Dv;
-        float* o = outp + oi;
-        const std::int64_t li = (bo * H + wk.h) * rows + row;
-        emulate_row(pl, u, slab_q, slab_kv, i, hi, o, outu + oi, 1, lsep[li], rsp[li], scratch);
+        const std::int64_t oi = wk.out0 + (i - wk.i0) * wk.out_step, li = wk.lse0 + (i - wk.i0);
+        emulate_row(pl, u, slab_q, slab_kv, i, hi, outp + oi, outu + oi, 1, lsep[li], rsp[li], scratch);
       }
     }
   }
+}
+
+}  // namespace
+
+EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v,
+                       const EmulateOptions& opt) {
+  const Prepared prepared = prepare(p, r, q, k, v);
+  const Prepared::Impl& pr = *prepared.impl_;
+  const Plan pl = make_plan(pr.p, r, opt);
+
+  const std::int64_t B = p.batch, H = p.heads_q, Dv = p.head_dim_v;
+  const bool ragged = p.ragged();
+  const std::int64_t rows = ragged ? p.cu_seqlens_q.back() : p.seqlen_q;
+  EmulatorOutput res;
+  res.out = ragged ? Tensor(DType::f32, {1, rows, H, Dv}) : Tensor(DType::f32, {B, rows, H, Dv});
+  res.out_unrounded = Tensor(DType::f32, res.out.shape());
+  res.lse = ragged ? Tensor(DType::f32, {1, H, rows}) : Tensor(DType::f32, {B, H, rows});
+  res.rescales = Tensor(DType::i32, res.lse.shape());
+
+  // Work units of tile_q rows of one (b, h), written in place in [B,S,H,Dv] / [B,H,S].
+  std::vector<Work> work;
+  for (std::int64_t b = 0; b < B; ++b) {
+    const std::int64_t row0 = ragged ? p.cu_seqlens_q[static_cast<std::size_t>(b)] : 0, bo = ragged ? 0 : b;
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t i0 = 0; i0 < p.len_q(b); i0 += r.tile_q)
+        work.push_back({b, h, i0, std::min(p.len_q(b), i0 + r.tile_q), ((bo * rows + row0 + i0) * H + h) * Dv, H * Dv,
+                        (bo * H + h) * rows + row0 + i0});
+  }
+  run_rows(pr, pl, work, res);
   return res;
+}
+
+EmulatorOutput emulate_rows(const Prepared& prepared, const std::vector<RowBlock>& blocks, const EmulateOptions& opt) {
+  const Prepared::Impl& pr = *prepared.impl_;
+  const Problem& p = pr.p;
+  const Plan pl = make_plan(p, pr.r, opt);
+  // Work units of at most kRows rows: a block of 64 rows alone would keep one core busy.
+  constexpr std::int64_t kRows = 8;
+  const std::int64_t Dv = p.head_dim_v;
+  std::vector<Work> work;
+  std::int64_t n = 0;
+  for (const RowBlock& bl : blocks) {
+    if (bl.b < 0 || bl.b >= p.batch || bl.h < 0 || bl.h >= p.heads_q || bl.r0 < 0 || bl.r0 > bl.r1 ||
+        bl.r1 > p.len_q(bl.b))
+      throw Error("emulate_rows: block (b " + std::to_string(bl.b) + ", h " + std::to_string(bl.h) + ", rows " +
+                  std::to_string(bl.r0) + "-" + std::to_string(bl.r1) + ") is outside the problem " + to_string(p));
+    for (std::int64_t i0 = bl.r0; i0 < bl.r1; i0 += kRows) {
+      const std::int64_t at = n + (i0 - bl.r0);
+      work.push_back({bl.b, bl.h, i0, std::min(bl.r1, i0 + kRows), at * Dv, Dv, at});
+    }
+    n += bl.r1 - bl.r0;
+  }
+  EmulatorOutput res;
+  res.out = Tensor(DType::f32, {1, n, 1, Dv});
+  res.out_unrounded = Tensor(DType::f32, res.out.shape());
+  res.lse = Tensor(DType::f32, {1, 1, n});
+  res.rescales = Tensor(DType::i32, res.lse.shape());
+  run_rows(pr, pl, work, res);
+  return res;
+}
+
+std::int64_t prepared_bytes(const Problem& p, const Recipe& r) {
+  const Plan pl = make_plan(p, r, {});
+  const std::int64_t H = p.heads_q, Hkv = p.heads_kv, D = p.head_dim, Dv = p.head_dim_v;
+  if (!p.ragged()) return unit_bytes(pl, p.batch * H, p.batch * Hkv, p.seqlen_q, p.seqlen_kv, D, Dv);
+  std::int64_t b = 0;
+  for (std::int64_t i = 0; i < p.batch; ++i) b += unit_bytes(pl, H, Hkv, p.len_q(i), p.len_kv(i), D, Dv);
+  return b;
+}
+
+std::string emulate_refusal(const Problem& p, const Recipe& r) {
+  try {
+    if (const Status st = p.validate(); !st) return "emulate: invalid problem " + to_string(p) + ": " + st.reason();
+    (void)make_plan(p, r, {});
+    // One token of one head through the quantizers (the V scheme checks and their own refusals).
+    Problem one = p;
+    one.batch = one.heads_q = one.heads_kv = one.seqlen_q = one.seqlen_kv = 1;
+    one.cu_seqlens_q.clear();
+    one.cu_seqlens_kv.clear();
+    one.mask = Mask::none;
+    one.layout = Layout::bshd;
+    one.pad = 0;
+    one.softmax_scale = p.scale();
+    Tensor q(DType::f32, {1, 1, 1, p.head_dim}), k(DType::f32, {1, 1, 1, p.head_dim}),
+        v(DType::f32, {1, 1, 1, p.head_dim_v});
+    for (Tensor* t : {&q, &k, &v}) std::fill_n(t->data<float>(), t->numel(), 0.5f);
+    (void)prepare(one, r, q, k, v);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return {};
 }
 
 }  // namespace attest::ref

@@ -476,5 +476,135 @@ TEST(Emulate, RefusesWhatItDoesNotModel) {
   EXPECT_THROW((void)emulate(c.p, parse_recipe("bf16"), c.q, c.k, normal({1, 64, 1, 32}, 1)), Error);
 }
 
+// The float32 bits of `n` consecutive values of `t` (contiguous) from element `at` on, as words.
+std::vector<std::uint32_t> words(const Tensor& t, std::int64_t at, std::int64_t n) {
+  std::vector<std::uint32_t> w(static_cast<std::size_t>(n));
+  std::memcpy(w.data(), t.raw() + at * 4, static_cast<std::size_t>(n) * 4);
+  return w;
+}
+
+// emulate_rows against the whole problem's emulate(): for each block, its rows of out,
+// out_unrounded, lse and rescales compared with memcmp (same bits, NaN payloads included).
+void expect_rows_equal(const Problem& p, const EmulatorOutput& all, const EmulatorOutput& rows,
+                       const std::vector<RowBlock>& blocks, const std::string& what) {
+  const std::int64_t H = p.heads_q, Dv = p.head_dim_v;
+  const bool ragged = p.ragged();
+  const std::int64_t S = ragged ? p.cu_seqlens_q.back() : p.seqlen_q;
+  std::int64_t n = 0;
+  for (const auto& bl : blocks) n += bl.r1 - bl.r0;
+  ASSERT_EQ(rows.out.shape(), (Shape{1, n, 1, Dv})) << what;
+  ASSERT_EQ(rows.out_unrounded.shape(), (Shape{1, n, 1, Dv})) << what;
+  ASSERT_EQ(rows.lse.shape(), (Shape{1, 1, n})) << what;
+  ASSERT_EQ(rows.rescales.shape(), (Shape{1, 1, n})) << what;
+  std::int64_t at = 0;
+  for (const auto& bl : blocks)
+    for (std::int64_t i = bl.r0; i < bl.r1; ++i, ++at) {
+      const std::int64_t bo = ragged ? 0 : bl.b,
+                         row = (ragged ? p.cu_seqlens_q[static_cast<std::size_t>(bl.b)] : 0) + i;
+      const std::int64_t oi = ((bo * S + row) * H + bl.h) * Dv, li = (bo * H + bl.h) * S + row;
+      const std::string where =
+          what + " b" + std::to_string(bl.b) + " h" + std::to_string(bl.h) + " row " + std::to_string(i);
+      ASSERT_EQ(words(rows.out, at * Dv, Dv), words(all.out, oi, Dv)) << where;
+      ASSERT_EQ(words(rows.out_unrounded, at * Dv, Dv), words(all.out_unrounded, oi, Dv)) << where;
+      ASSERT_EQ(words(rows.lse, at, 1), words(all.lse, li, 1)) << where;
+      ASSERT_EQ(words(rows.rescales, at, 1), words(all.rescales, li, 1)) << where;
+    }
+}
+
+// Random blocks (any order, overlapping, empty, of every length) of problems with GQA and a causal
+// mask, for recipes whose quantization spans rows (Sage per block with K smoothing, per thread,
+// FP8 per tensor, MX Q/K/P/V) and a cast: emulate_rows against the whole problem's quantized
+// operands is the same rows of emulate(), bit for bit, and under the floor twin too.
+TEST(Emulate, RowsOfThePreparedProblemEqualTheWholeEmulationBitwise) {
+  std::mt19937_64 rng(2024);
+  for (const char* ps : {"b2h4k2s150d64:mask=causal_tl", "b1h4k1s100t190d64:mask=causal_br",
+                         "b3h2k1s70t90d64:mask=causal_br:cu_q=0,37,107,110:cu_kv=0,50,140,150"}) {
+    const Problem p = parse_problem(ps);
+    const std::int64_t tq = p.ragged() ? p.cu_seqlens_q.back() : p.seqlen_q,
+                       tk = p.ragged() ? p.cu_seqlens_kv.back() : p.seqlen_kv;
+    const std::int64_t bq = p.ragged() ? 1 : p.batch;
+    const Tensor q = normal({bq, tq, p.heads_q, p.head_dim}, 11, true);
+    Tensor k = normal({bq, tk, p.heads_kv, p.head_dim}, 12, true);
+    shift_channel(k, 5, 3.0f);  // an outlier channel: smoothing moves it
+    const Tensor v = normal({bq, tk, p.heads_kv, p.head_dim_v}, 13, true);
+    std::vector<RowBlock> blocks;
+    for (int n = 0; n < 12; ++n) {
+      RowBlock bl;
+      bl.b = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(p.batch));
+      bl.h = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(p.heads_q));
+      const std::int64_t len = p.len_q(bl.b);
+      bl.r0 = static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(len + 1));
+      bl.r1 = bl.r0 + static_cast<std::int64_t>(rng() % static_cast<std::uint64_t>(len - bl.r0 + 1));
+      blocks.push_back(bl);
+    }
+    blocks.push_back({0, 0, 0, p.len_q(0)});                                  // a whole head
+    blocks.push_back({p.batch - 1, p.heads_q - 1, 0, p.len_q(p.batch - 1)});  // the last one
+    for (const char* name : {"sage_int8_fp8_perblock", "sage_int8_fp8_perthread", "fp8_fp8", "mxfp4_fp4", "bf16"}) {
+      const Recipe r = parse_recipe(name);
+      const Prepared pr = prepare(p, r, q, k, v);
+      EXPECT_EQ(pr.bytes(), prepared_bytes(p, r)) << name << " " << ps;
+      EXPECT_EQ(pr.problem(), p);
+      for (const auto& opt : {EmulateOptions{}, floor_twin()}) {
+        const std::string what = std::string(name) + " " + ps + (opt.reverse_kv ? " (floor twin)" : "");
+        expect_rows_equal(p, emulate(p, r, q, k, v, opt), emulate_rows(pr, blocks, opt), blocks, what);
+      }
+    }
+  }
+}
+
+// What the rows API is for: a block emulated as a sub-problem of its own (one head, its rows,
+// the keys they see) quantizes differently from the whole problem (Sage's Q groups of 128 rows,
+// FP8's per-tensor scale over every head), and so is not the whole emulation's rows; against
+// the prepared whole problem it is.
+TEST(Emulate, ABlockAsItsOwnSubProblemIsNotTheWholeProblemsRows) {
+  const Problem p = parse_problem("b1h4k2s192d64:mask=causal_tl");
+  const Tensor q = normal({1, 192, 4, 64}, 21, true), k = normal({1, 192, 2, 64}, 22, true),
+               v = normal({1, 192, 2, 64}, 23, true);
+  const RowBlock bl{0, 3, 64, 128};
+  Problem sub = p;
+  sub.heads_q = sub.heads_kv = 1;
+  sub.seqlen_q = 64;
+  sub.seqlen_kv = 128;
+  sub.mask = Mask::causal_br;
+  sub.softmax_scale = p.scale();
+  Tensor qs(DType::f32, {1, 64, 1, 64}), ks(DType::f32, {1, 128, 1, 64}), vs(DType::f32, {1, 128, 1, 64});
+  for (std::int64_t t = 0; t < 128; ++t)
+    for (std::int64_t d = 0; d < 64; ++d) {
+      if (t < 64) qs.view<float, 4>()(0, t, 0, d) = q.view<float, 4>()(0, 64 + t, 3, d);
+      ks.view<float, 4>()(0, t, 0, d) = k.view<float, 4>()(0, t, 1, d);
+      vs.view<float, 4>()(0, t, 0, d) = v.view<float, 4>()(0, t, 1, d);
+    }
+  for (const char* name : {"sage_int8_fp8_perblock", "fp8_fp8"}) {
+    const Recipe r = parse_recipe(name);
+    const auto rows = emulate_rows(prepare(p, r, q, k, v), {bl});
+    EXPECT_FALSE(same_bits(emulate(sub, r, qs, ks, vs).out, rows.out)) << name;
+    expect_rows_equal(p, emulate(p, r, q, k, v), rows, {bl}, name);
+  }
+  // A cast recipe quantizes element by element: there the sub-problem is the same rows.
+  const Recipe bf = parse_recipe("bf16");
+  EXPECT_TRUE(same_bits(emulate(sub, bf, qs, ks, vs).out, emulate_rows(prepare(p, bf, q, k, v), {bl}).out));
+}
+
+TEST(Emulate, RowsRefuseBlocksOutsideTheProblemAndUnmodelledRecipes) {
+  const Problem p = parse_problem("b1h2s64d64");
+  const Tensor q = normal({1, 64, 2, 64}, 31), k = normal({1, 64, 2, 64}, 32), v = normal({1, 64, 2, 64}, 33);
+  const Prepared pr = prepare(p, parse_recipe("fp8_fp8"), q, k, v);
+  EXPECT_THROW((void)emulate_rows(pr, {{0, 2, 0, 8}}), Error);
+  EXPECT_THROW((void)emulate_rows(pr, {{0, 0, 8, 65}}), Error);
+  EXPECT_THROW((void)emulate_rows(pr, {{0, 0, 9, 8}}), Error);
+  EXPECT_EQ(emulate_rows(pr, {}).out.shape(), (Shape{1, 0, 1, 64}));
+  EXPECT_EQ(emulate_refusal(p, parse_recipe("sage_int8_fp8_perblock")), "");
+  EXPECT_EQ(emulate_refusal(p, parse_recipe("mxfp4_fp4")), "");
+  Recipe r = parse_recipe("sage_int8_fp8_perblock");
+  r.v = parse_scheme("fp8_e4m3fn:per_token");
+  EXPECT_NE(emulate_refusal(p, r).find("per_tensor or per_channel"), std::string::npos) << emulate_refusal(p, r);
+  EXPECT_THROW((void)prepare(p, r, q, k, v), Error);
+  r = parse_recipe("bf16");
+  r.exp2 = Exp2Policy::hw;
+  EXPECT_NE(emulate_refusal(p, r).find("exp2=hw"), std::string::npos);
+  EXPECT_FALSE(emulate_refusal(p, parse_recipe("mxfp4_fp8_had")).empty());  // Hadamard h128 on head_dim 64
+  EXPECT_EQ(emulate_refusal(parse_problem("b1h2s64d128"), parse_recipe("mxfp4_fp8_had")), "");
+}
+
 }  // namespace
 }  // namespace attest::ref

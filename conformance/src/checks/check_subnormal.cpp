@@ -115,8 +115,10 @@ class Subnormal final : public Check {
   // zero where FP64 is not, it did not flush and is judged as without the declaration (the host's
   // judge_ftz likewise applies only to a kernel that flushed). Its counts are against FP64, not
   // the emulator (the emulator runs on the planned blocks only). Whether the V format keeps
-  // 2^-130-scaled values at all is asked of the emulator on one head's first rows (element-wise
-  // casts only reach the engine, so those rows answer for every row).
+  // 2^-130-scaled values at all is asked of the emulator on one head's first rows, a sub-problem
+  // of its own: for a cast recipe those rows are the whole problem's; a quantized one's scales
+  // there may differ from the whole problem's, but whether a scaled V survives its format does
+  // not depend on which rows set a scale, so the answer holds for every row.
   static std::optional<Outcome> on_device(Context& ctx, const datasets::Qkv& in, const KernelOutput& k, std::string& why) {
     if (!ctx.options().device_oracles) return std::nullopt;
     const Problem& p = ctx.problem();

@@ -14,6 +14,26 @@
 ///                (fingerprints of the inputs around every call) over repeated calls.
 ///   generate     the case's Philox inputs, written into the caller's buffers.
 ///
+/// How a block is emulated. Element-wise cast recipes (bf16 / fp16 / f32 operands): each block as
+/// a sub-problem of its own (its rows of one head, the keys they see), gathered from the caller's
+/// buffers; a cast quantizes element by element, so that is exactly the whole problem's rows.
+/// Every other recipe (Sage INT8 per block / warp / thread with K smoothing, FP8 per tensor /
+/// channel / token, MX): its scales and means span rows, heads or the whole tensor, so judge()
+/// first copies the whole q, k, v to the host as float32 (engine::gather; device buffers too) and
+/// quantizes them once there (ref::prepare), then emulates the planned and confirmation blocks'
+/// rows against those operands (ref::emulate_rows): bit for bit those rows of ref::emulate on the
+/// whole problem. The FP64 reference of a block stays the FP64 attention of the unquantized
+/// inputs. Host memory per element of q / k / v (an element of q is one (b, s, h, d)): kept, the
+/// quantized operands (q: 4 bytes, 1 for INT8, plus 4 under K smoothing for the LSE
+/// correction's copy of q; k: 4, 1 for INT8; v: 4; scales and MX exponents besides); while
+/// they are built, 9 more (the float32 copies of the inputs, the quantizers' working copies and
+/// codes) and 4 per element of q under K smoothing: prepare_host_bytes(), an upper bound
+/// (measured peaks 0.7-0.8x of it). A Sage INT8 b1h40s75600d128 problem (387M elements per
+/// operand) needs about 15 GiB, a bf16 one nothing; above SampleArgs::max_host_bytes (32 GiB)
+/// the case is refused with the figure. q, k and v are quantized concurrently, each quantizer
+/// serial: about 0.7 s for b1h8s16384d128 Sage on 2 cores (sample.timing_s.prepare), a time
+/// max_macs does not count.
+///
 /// The block rule (the sample's budget applied to every block): for each block, rel_l2 =
 /// |t - r|_2 / |r|_2 must stay within alpha * budget + beta * floor + eps, where budget / floor
 /// are the largest rel_l2 over the emulated blocks (emulator vs FP64; floor twin vs emulator,
@@ -52,6 +72,9 @@ struct SampleArgs {
   double max_macs = 8589934592.0;       ///< 2^33 multiply-adds of emulated work (about ten seconds on 16 cores)
   std::string causal = "top_left";      ///< the callable's causal convention: top_left or bottom_right
   int threads = 0;                      ///< OpenMP threads of the emulator (0: the caller's setting)
+  /// Host memory a quantized recipe's whole-problem preparation may take (prepare_host_bytes());
+  /// above it the case is refused. 32 GiB: a b1h40s75600d128 Sage problem needs about 15 GiB.
+  double max_host_bytes = 32.0 * 1024 * 1024 * 1024;
 };
 
 /// One planned block: rows [r0, r1) of (batch b, head h), keys [0, kend).
@@ -67,15 +90,23 @@ struct Plan {
   std::int64_t kv_tiles = 0, kv_tiles_covered = 0;
 };
 
-/// Why the engine does not take this recipe / problem (empty: it does).
+/// Why the engine does not take this recipe / problem (empty: it does). recipe_refusal: a field
+/// the emulator does not model (exp2=hw is taken: emulated with exp2=cr, bitwise UNSUPPORTED).
 std::string recipe_refusal(const Recipe& r);
+/// Peak host bytes of a quantized recipe's preparation (0 for element-wise casts), an upper
+/// bound: the quantized operands (ref::prepared_bytes) + 9 per element of q, k and v (their
+/// float32 copies, and the quantizers' working copies and codes, all operands being quantized
+/// at once; freed once quantized) + 4 per element of q under K smoothing.
+double prepare_host_bytes(const Problem& p, const Recipe& r);
 std::string plan_refusal(const Problem& p, const std::string& causal);
 /// The emulated blocks: all when the work fits `max_macs`, else (0,0) block 0, the last block of
 /// (B-1, H-1) and std::mt19937_64(seed)-drawn blocks within the budget. Throws attest::Error
 /// with the refusal.
 Plan plan_blocks(const Problem& p, const SampleArgs& a, std::uint64_t seed, std::int64_t tile_kv);
 nlohmann::json plan_json(const Plan& plan, const Problem& p, std::uint64_t seed, const SampleArgs& a);
-/// Why judge() would refuse this case (the recipe, or the plan's reason); empty: it takes it.
+/// Why judge() would refuse this case (the recipe, the emulator on this problem, the host memory
+/// of a quantized recipe's preparation above SampleArgs::max_host_bytes, or the plan's reason);
+/// empty: it takes it.
 std::string refusal(const Case& c, const SampleArgs& a);
 
 /// `q`, `k`, `v`: the generated float32 inputs [B,S,H,D] (before the kernel's cast; device or
@@ -151,8 +182,9 @@ bool has_device_backend();
 /// device copies of the case's inputs and of that output (one upload of each): the FP64
 /// reference of every row by gpu.ref64, comparisons on the device, the emulator and its floor
 /// twin on the planned blocks (SampleArgs::max_macs). `check` is accuracy or bitwise. Returns
-/// nullopt where the engine does not take the case (refusal(): quantized recipes, ragged
-/// problems, a mask clipping rows), with the reason in `why`: the caller then judges on the host.
+/// nullopt where the engine does not take the case (refusal(): a recipe the emulator does not
+/// model, a quantized recipe above max_host_bytes, ragged problems, a mask clipping rows), with
+/// the reason in `why`: the caller then judges on the host.
 /// `flush_below`: JudgeRequest's (the subnormal check, for a kernel that declares ftz).
 /// Throws attest::Error in a build without a GPU backend.
 std::optional<Outcome> judge_on_device(const Case& c, const std::string& check, const Tensor& q, const Tensor& k,

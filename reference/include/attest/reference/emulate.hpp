@@ -7,7 +7,10 @@
 /// reference/src/emulate.cpp.
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "attest/core/problem.hpp"
 #include "attest/core/recipe.hpp"
@@ -54,6 +57,65 @@ struct EmulatorOutput {
 /// emulator does not model (e.g. exp2=hw: no bitwise contract exists for it).
 EmulatorOutput emulate(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v,
                        const EmulateOptions& opt = {});
+
+// ---- the same emulation in two steps: quantize the whole problem once, run selected rows ----
+//
+// emulate() is prepare() followed by every row; a quantizer's scales may span rows, heads or the
+// whole tensor (per-tensor FP8, Sage's per-block Q groups and K smoothing mean, MX blocks of V
+// along tokens), so a subset of rows is emulated bit for bit only against the whole problem's
+// quantized operands. Each row's arithmetic after quantization depends on nothing but its own
+// row (contract at the top of emulate.cpp), hence emulate_rows' rows equal emulate()'s.
+
+/// Rows [r0, r1) of query head h of sequence b (ragged: rows counted within sequence b).
+struct RowBlock {
+  std::int64_t b = 0, h = 0, r0 = 0, r1 = 0;
+};
+
+/// The quantized operands of one problem (contract step 0): element values, int8 codes, scales,
+/// the K-smoothing mean (and, with it, a float copy of q for the LSE correction); a ragged batch
+/// holds one quantization unit per sequence. Host memory: prepared_bytes(). Move-only.
+class Prepared {
+ public:
+  Prepared(Prepared&&) noexcept;
+  Prepared& operator=(Prepared&&) noexcept;
+  ~Prepared();
+  [[nodiscard]] const Problem& problem() const;
+  [[nodiscard]] const Recipe& recipe() const;
+  /// Bytes of host memory the operands hold.
+  [[nodiscard]] std::int64_t bytes() const;
+  struct Impl;
+
+ private:
+  explicit Prepared(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+  friend Prepared prepare(const Problem&, const Recipe&, const Tensor&, const Tensor&, const Tensor&);
+  friend EmulatorOutput emulate_rows(const Prepared&, const std::vector<RowBlock>&, const EmulateOptions&);
+  friend EmulatorOutput emulate(const Problem&, const Recipe&, const Tensor&, const Tensor&, const Tensor&,
+                                const EmulateOptions&);
+};
+
+/// Quantizes q, k, v (emulate()'s inputs) under the recipe, once. Throws attest::Error where
+/// emulate() would (shapes, a recipe field the emulator does not model, a quantizer's refusal).
+Prepared prepare(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v);
+
+/// The rows of `blocks`, in the given order, emulated against the prepared operands: out and
+/// out_unrounded float32 [1, N, 1, Dv], lse and rescales [1, 1, N], N = sum of (r1 - r0). Row n
+/// equals bit for bit the same (b, row, h) of emulate() on the whole problem with the same
+/// options (the problem's mask applies; reverse_kv and tile_kv_divisor change only the key
+/// order and tiles, never the quantization). Throws attest::Error for a block outside the problem.
+EmulatorOutput emulate_rows(const Prepared& prepared, const std::vector<RowBlock>& blocks,
+                            const EmulateOptions& opt = {});
+
+/// Host bytes a Prepared of this problem and recipe holds (what bytes() will say), without
+/// quantizing anything: per element of q, 4 (element values; 1 for int8 codes) plus 4 for the
+/// float copy of q under K smoothing; per element of k, 4 (1 for int8); per element of v, 4;
+/// plus the per-token / per-channel scales and MX exponents.
+std::int64_t prepared_bytes(const Problem& p, const Recipe& r);
+
+/// Why emulate() would refuse this recipe on this problem (empty: it models it), found without
+/// the inputs: the recipe's fields, V's scale granularity and the quantizers' own refusals (e.g.
+/// a Hadamard rotation needs head_dim 128), the latter by quantizing one token of each operand.
+std::string emulate_refusal(const Problem& p, const Recipe& r);
 
 // ---- scalar building blocks (the recipe fields exp2 and div; tested on their own) ----
 
