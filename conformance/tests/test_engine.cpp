@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <set>
 #include <tuple>
 
 #include "attest/conformance/engine.hpp"
@@ -320,14 +321,35 @@ TEST(Engine, FtzDeclaredKernelThatKeepsSubnormalsPasses) {
   EXPECT_LT(zero, nonzero / 100);  // float32 keeps nearly every 2^-130-scaled output
 }
 
-// Flushing is allowed below the threshold only: one output whose FP64 reference is >= 2^-125
-// written as 0 fails with the ftz message, though too small to move the accuracy rule.
-TEST(Engine, FtzKernelThatFlushesANormalOutputFails) {
-  FtzFixture f;
+// A flushing kernel flushes inputs, products and partial sums too: a zero output whose FP64
+// value is normal but below 2 (T + 1) 2^-126 is the flush's (passes, counted in flushed_normal);
+// a zero at or beyond that bound cannot be (fails with the ftz message, though too small to move
+// the accuracy rule).
+TEST(Engine, FtzZeroOutputsBeyondWhatFlushingCanRemoveFail) {
+  const double bound = 2.0 * (700 + 1) * FtzFixture::kFlush;
+  // Normal-range zeros under the bound: heads 2-3 scaled so that some outputs fall between 2^-125 and it.
+  {
+    FtzFixture f(-118);
+    std::int64_t zeroed = 0;
+    std::set<std::int64_t> blocks_used;  // one per (64-row block, head): each a small part of its block
+    for (std::int64_t i = 0; i < f.out.numel(); ++i) {
+      const double r = std::fabs(f.r64.data<double>()[i]);
+      const std::int64_t blk = (i / (4 * 64)) / 64 * 4 + (i / 64) % 4;
+      if (r >= 2 * FtzFixture::kFlush && r < 4 * FtzFixture::kFlush && zeroed < 20 && blocks_used.insert(blk).second)
+        f.out.data<float>()[i] = 0.0f, ++zeroed;
+    }
+    ASSERT_EQ(zeroed, 20);
+    const auto rep = judge(f.ftz(FtzFixture::kFlush));
+    const auto& acc = rep.results.at(0).outcome;
+    EXPECT_EQ(acc.verdict, Verdict::passed) << acc.reason;
+    EXPECT_GE(acc.figures.at("blocks").at("whole").at("flushed_normal").get<std::int64_t>(), 20);
+    EXPECT_LT(acc.figures.at("blocks").at("ftz_zero_rule").at("largest_fp64_of_a_zero_output").get<double>(), bound);
+  }
+  FtzFixture f(-100);  // heads 2-3 around 2^-104: a zero of the bound's size is tiny against its block
   std::int64_t pick = -1;
   for (std::int64_t i = 0; i < f.out.numel(); ++i) {
     const double r = std::fabs(f.r64.data<double>()[i]);
-    if (r >= 2 * FtzFixture::kFlush && (pick < 0 || r < std::fabs(f.r64.data<double>()[pick]))) pick = i;
+    if (r >= bound && (pick < 0 || r < std::fabs(f.r64.data<double>()[pick]))) pick = i;
   }
   ASSERT_GE(pick, 0);
   f.out.data<float>()[pick] = 0.0f;
@@ -335,9 +357,11 @@ TEST(Engine, FtzKernelThatFlushesANormalOutputFails) {
   const auto rep = judge(f.ftz(FtzFixture::kFlush));
   const auto& acc = rep.results.at(0).outcome;
   EXPECT_EQ(acc.verdict, Verdict::failed) << acc.reason;
-  EXPECT_EQ(acc.reason, fmt::format("ftz declared, yet 1 outputs whose FP64 reference is >= 2^-125 came back 0 (first: "
-                                    "batch 0 head {} rows {}-{})",
-                                    head, r0, std::min<std::int64_t>(r0 + 63, 699)));
+  EXPECT_EQ(acc.reason, fmt::format("ftz declared, yet outputs came back 0 whose FP64 reference is beyond what flushing "
+                                    "can remove, 2 (T + 1) 2^-126 = {:.4g}: largest {:.4g}, in 1 blocks (first: batch 0 "
+                                    "head {} rows {}-{})",
+                                    bound, std::fabs(f.r64.data<double>()[pick]), head, r0,
+                                    std::min<std::int64_t>(r0 + 63, 699)));
   EXPECT_EQ(acc.figures.at("blocks").at("whole").at("flushed_normal").get<std::int64_t>(), 1);
   EXPECT_EQ(acc.figures.at("blocks").at("failed").get<std::int64_t>(), 0);  // the accuracy rule alone would pass
 }

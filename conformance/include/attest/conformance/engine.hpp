@@ -121,10 +121,12 @@ struct JudgeRequest {
   /// The kernel declares ftz: references (FP64 of every row, and the emulator and its floor twin
   /// on the planned blocks) have their |x| < flush_below outputs flushed to zero (sign kept), as
   /// the kernel's; the kernel's own |x| < flush_below count as zero too (ftz allows a flushed or
-  /// a kept subnormal). An output whose FP64 reference is >= 2 * flush_below that comes back 0
-  /// fails. Rows whose flushed reference is all zero pass when the kernel's are zero too. The
+  /// a kept subnormal). A kernel that flushes does so in its inputs, products and partial sums
+  /// too, so a zero output may stand for a normal FP64 value, but never for one of at least
+  /// 2 (T + 1) flush_below (T keys each losing < flush_below): such a zero fails. Rows whose flushed reference is all zero pass when the kernel's are zero too. The
   /// blocks' figures count ref_nonzero / zero_where_ref_nonzero (before the flush) and
-  /// flushed_normal. 0: no flushing (the figures as without it).
+  /// flushed_normal (zeros where FP64 >= 2 flush_below, reported); blocks.ftz_zero_rule the bound
+  /// and the largest FP64 value of a zero output. 0: no flushing (the figures as without it).
   double flush_below = 0;
 };
 

@@ -128,6 +128,9 @@ struct ErrSums {
   /// flush_below > 0 only: t == 0 where |r| >= 2 * flush_below (r is FP64: a correctly rounded
   /// output near flush_below may fall either side of it, never from 2 * flush_below to zero).
   std::int64_t flushed_normal = 0;
+  /// max |r| over finite r != 0 where t == 0 (before any flush): the largest FP64 value a zero
+  /// output stands for (with ftz declared, the engine compares it with what flushing can remove).
+  double zero_ref_max = 0;
 
   ATTEST_HD void add(double t, double r, double flush_below = 0) {
     ++count;
@@ -139,6 +142,7 @@ struct ErrSums {
     if (r != 0) {
       ++nonzero_ref;
       zero_test += t == 0 ? 1 : 0;
+      zero_ref_max = t == 0 && ar0 > zero_ref_max ? ar0 : zero_ref_max;
     }
     if (flush_below > 0) {
       flushed_normal += t == 0 && ar0 >= 2 * flush_below ? 1 : 0;
@@ -175,6 +179,7 @@ struct ErrSums {
     nonzero_ref += o.nonzero_ref;
     zero_test += o.zero_test;
     flushed_normal += o.flushed_normal;
+    zero_ref_max = o.zero_ref_max > zero_ref_max ? o.zero_ref_max : zero_ref_max;
   }
 };
 
