@@ -77,7 +77,12 @@ json op_plan(const json& req) {
           {{"batch", p.batch}, {"heads_q", p.heads_q}, {"heads_kv", p.heads_kv}, {"seqlen_q", p.seqlen_q},
            {"seqlen_kv", p.seqlen_kv}, {"head_dim", p.head_dim}, {"head_dim_v", p.head_dim_v},
            {"mask", std::string(mask_name(p.mask))}, {"scale", p.scale()}, {"flops", p.flops()}}}};
-  std::string why = engine::recipe_refusal(r);
+  // The engine's one refusal (recipe, emulator on this problem, host memory, plan), as judge() applies it.
+  conformance::Case c;
+  c.problem = p;
+  c.recipe = r;
+  c.seed = seed;
+  std::string why = engine::refusal(c, sa);
   if (why.empty()) {
     try {
       j["sample"] = engine::plan_json(engine::plan_blocks(p, sa, seed, r.tile_kv), p, seed, sa);
