@@ -8,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <optional>
@@ -33,6 +34,7 @@
 #include "attest/kernels/gpu/attn_fwd_ref64.hpp"
 #include "attest/kernels/gpu/compare.hpp"
 #include "attest/kernels/gpu/device.hpp"
+#include "attest/kernels/gpu/emu_prepare.hpp"
 #include "attest/kernels/gpu/generate_qkv.hpp"
 #endif
 
@@ -601,6 +603,79 @@ Report refuse_all(const Case& c, const std::vector<std::string>& checks, const s
   return r;
 }
 
+#ifdef ATTEST_GPU_BACKEND
+namespace {
+
+// gpu.emu (kernels/gpu/attn_fwd_emu.hpp) as the blocks' emulator on the device. Stage 0 runs on
+// the host from the whole q, k, v (gpu.emu's host stage, once per judge()) and is uploaded once;
+// emulate() launches the given blocks as work items four times (emulator and floor twin, rounded
+// and not). gpu.emu is bitwise equal to ref::emulate on the whole problem (gpu_emu_tests), so the
+// rows are the host emulator's.
+class DeviceEmulator {
+ public:
+  // Why gpu.emu does not take (p, r) in this program (empty: it does).
+  static std::string refusal(const Problem& p, const Recipe& r) {
+    const gpu::EmuHostStage& st = gpu::emu_host_stage();
+    if (st.prepare == nullptr) return "gpu.emu's host stage (the gpu_emu kernel group) is not linked into this program";
+    return st.unsupported(p, r);
+  }
+  DeviceEmulator(const Problem& p, const Recipe& r, const Tensor& q, const Tensor& k, const Tensor& v)
+      : p_(p), twin_tile_kv_(gpu::emu_host_stage().twin_tile_kv(r)) {
+    gpu::EmuHost hs = gpu::emu_host_stage().prepare(p, r, q, k, v);
+    hs.items.clear();  // the items, and the scratch they need, are emulate()'s
+    hs.params.n_items = 0;
+    run_ = gpu::emu_upload(hs);
+  }
+  // {emulator out, out_unrounded, floor twin out, out_unrounded}: per slice its rows, f32 [1, r1 - r0, 1, Dv].
+  std::array<std::vector<Tensor>, 4> emulate(const std::vector<Slice>& slices) const {
+    std::vector<gpu::EmuItem> items;
+    for (const auto& s : slices) items.push_back({s.b, s.h, s.r0, s.r1});
+    gpu::EmuParams ep = run_.params;
+    gpu::DeviceBuffer di(std::max<std::size_t>(1, items.size() * sizeof(gpu::EmuItem)));
+    if (!items.empty()) di.upload(items.data(), items.size() * sizeof(gpu::EmuItem));
+    ep.items = di.as<gpu::EmuItem>();
+    ep.n_items = static_cast<i64>(items.size());
+    ep.tile_kv = std::max(run_.params.tile_kv, twin_tile_kv_);  // the larger tile sizes the scratch
+    gpu::DeviceBuffer scratch(static_cast<std::size_t>(std::max<i64>(1, gpu::emu_scratch_floats(ep))) * 4);
+    ep.scratch = scratch.as<float>();
+    // The device output, dense [B, S, H, Dv] (EmuBatch::out_row0 = b * S); only the items' rows are written.
+    TensorRef o;
+    o.data = ep.out;
+    o.device = true;
+    const i64 S = p_.seqlen_q, H = p_.heads_q, Dv = p_.head_dim_v;
+    const i64 shape[4] = {p_.batch, S, H, Dv}, stride[4] = {S * H * Dv, H * Dv, Dv, 1};
+    std::copy_n(shape, 4, o.shape);
+    std::copy_n(stride, 4, o.stride);
+    std::array<std::vector<Tensor>, 4> res;
+    for (int i = 0; i < 4; ++i) {
+      ep.reverse_kv = i >= 2;
+      ep.tile_kv = i >= 2 ? twin_tile_kv_ : run_.params.tile_kv;
+      ep.out_round = i % 2 == 0 && run_.params.out_round;
+      gpu::attn_fwd_emu(ep);
+      gpu::synchronize();
+      for (const auto& s : slices) {
+        const i64 lo[4] = {s.b, s.r0, s.h, 0}, hi[4] = {s.b + 1, s.r1, s.h + 1, p_.head_dim_v};
+        res[static_cast<std::size_t>(i)].push_back(gather(o, lo, hi));
+      }
+    }
+    unsigned undecided = 0;
+    for (const auto& b : run_.buffers)
+      if (b.data() == run_.params.undecided) b.download(&undecided, sizeof undecided);
+    if (undecided != 0)
+      throw Error("gpu.emu: an exp2=cr argument lay too close to a float rounding boundary for the device's "
+                  "double-double evaluation");
+    return res;
+  }
+
+ private:
+  Problem p_;
+  i64 twin_tile_kv_;
+  gpu::EmuRun run_;
+};
+
+}  // namespace
+#endif
+
 Report judge(const JudgeRequest& req) {
   const auto t_all = std::chrono::steady_clock::now();
   const Case& c = req.c;
@@ -629,7 +704,22 @@ Report judge(const JudgeRequest& req) {
   // A quantized recipe: the whole problem's inputs to the host once (device refs are copied),
   // quantized there once; every emulated block then runs its rows against those operands.
   std::optional<ref::Prepared> prepared;
-  if (!element_wise(er)) {
+  // Device tensors: the blocks emulated by gpu.emu on the device where it takes the recipe (the
+  // whole problem quantized on the host once, as above, by gpu.emu's host stage), else on the host.
+  std::string emulator_why;  // why the host emulator runs on device tensors
+  bool on_device = false;
+#ifdef ATTEST_GPU_BACKEND
+  std::optional<DeviceEmulator> device_emu;
+  if (q.device) {
+    const char* env = std::getenv("ATTEST_ENGINE_EMULATOR");
+    if (!sa.device_emulator || (env != nullptr && std::string(env) == "host"))
+      emulator_why = "forced (SampleArgs::device_emulator false or ATTEST_ENGINE_EMULATOR=host)";
+    else
+      emulator_why = DeviceEmulator::refusal(p, er);
+    on_device = emulator_why.empty();
+  }
+#endif
+  if (!element_wise(er) || on_device) {
     auto t0 = std::chrono::steady_clock::now();
     const i64 lo[4] = {0, 0, 0, 0}, hq[4] = {p.batch, p.seqlen_q, p.heads_q, p.head_dim},
               hk[4] = {p.batch, p.seqlen_kv, p.heads_kv, p.head_dim},
@@ -638,7 +728,10 @@ Report judge(const JudgeRequest& req) {
     t_gather += since(t0);
     t0 = std::chrono::steady_clock::now();
     try {
-      prepared.emplace(ref::prepare(p, er, qw, kw, vw));
+#ifdef ATTEST_GPU_BACKEND
+      if (on_device) device_emu.emplace(p, er, qw, kw, vw);
+#endif
+      if (!on_device) prepared.emplace(ref::prepare(p, er, qw, kw, vw));
     } catch (const std::exception& e) {
       throw Error(std::string("emulator: ") + e.what());
     }
@@ -699,6 +792,16 @@ Report judge(const JudgeRequest& req) {
     std::vector<Tensor> eo, eu, fo, fu;
     std::string emu_error;
     const auto t0e = std::chrono::steady_clock::now();
+#ifdef ATTEST_GPU_BACKEND
+    if (device_emu) {
+      try {
+        auto d = device_emu->emulate(slices);
+        eo = std::move(d[0]), eu = std::move(d[1]), fo = std::move(d[2]), fu = std::move(d[3]);
+      } catch (const std::exception& e) {
+        emu_error = e.what();
+      }
+    } else
+#endif
     if (prepared) {
       // Quantized recipe: the blocks' rows against the whole problem's operands (ref::emulate_rows,
       // rows in parallel on `threads`), bit for bit those rows of ref::emulate on the whole problem.
@@ -841,7 +944,13 @@ Report judge(const JudgeRequest& req) {
                         {"emulator", t_emu},
                         {"complete_reference", t_complete},
                         {"scan", t_scan}};
-  if (prepared)
+  sample["emulator"] = on_device ? "gpu.emu (device)" : "ref::emulate (host)";
+  if (!emulator_why.empty()) sample["emulator_host_why"] = emulator_why;
+  if (on_device)
+    sample["emulation"] = {
+        {"quantization", "whole problem on the host (gpu.emu's host stage), uploaded once; the blocks' rows by "
+                         "gpu.emu on the device (emulator and floor twin, rounded and not)"}};
+  else if (prepared)
     sample["emulation"] = {
         {"quantization", "whole problem on the host (ref::prepare), blocks' rows by ref::emulate_rows"},
         {"prepared_bytes", prepared->bytes()},

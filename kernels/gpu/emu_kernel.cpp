@@ -37,13 +37,6 @@ std::string unsupported(const Problem& p, const Recipe& r) {
   return {};
 }
 
-template <class T>
-gpu::DeviceBuffer to_device(const std::vector<T>& v) {
-  gpu::DeviceBuffer d(std::max<std::size_t>(1, v.size() * sizeof(T)));
-  if (!v.empty()) d.upload(v.data(), v.size() * sizeof(T));
-  return d;
-}
-
 class EmuKernel final : public Kernel {
  public:
   EmuKernel(std::string recipe_name) : recipe_name_(std::move(recipe_name)) {}
@@ -76,56 +69,7 @@ class EmuKernel final : public Kernel {
 namespace attest::gpu {
 
 EmuRun emu_prepare(const Problem& p, const Recipe& r, const Tensor& tq, const Tensor& tk, const Tensor& tv) {
-  using std::int64_t;
-  EmuHost hs = emu_prepare_host(p, r, tq, tk, tv);
-  EmuRun run;
-  run.params = hs.params;
-  run.batches = hs.batches;
-  EmuParams& ep = run.params;
-  const bool int8 = ep.logits == EmuLogits::int8, mxqk = ep.logits == EmuLogits::mx, mxv = !hs.vexp.empty() || hs.params.vexp != nullptr,
-             smooth = !hs.km.empty();
-  const int64_t H = p.heads_q, Dv = p.head_dim_v;
-  using attest::kernels::gpu_emu::to_device;
-  auto &qval = hs.qval, &kval = hs.kval, &vval = hs.vval, &qts = hs.qts, &kts = hs.kts, &vcs = hs.vcs, &km = hs.km,
-       &qraw = hs.qraw;
-  auto &qi = hs.qi, &ki = hs.ki;
-  auto &qexp = hs.qexp, &kexp = hs.kexp, &vexp = hs.vexp;
-  auto& batches = hs.batches;
-  auto& items = hs.items;
-  // Device buffers (kept alive by the EmuRun; the device pointers survive the moves).
-  auto keep = [&](gpu::DeviceBuffer b) {
-    run.buffers.push_back(std::move(b));
-    return run.buffers.back().data();
-  };
-  ep.batches = static_cast<const gpu::EmuBatch*>(keep(to_device(batches)));
-  ep.items = static_cast<const gpu::EmuItem*>(keep(to_device(items)));
-  ep.qv = static_cast<const float*>(keep(to_device(qval)));
-  ep.kv = static_cast<const float*>(keep(to_device(kval)));
-  ep.vv = static_cast<const float*>(keep(to_device(vval)));
-  if (int8) {
-    ep.qi = static_cast<const std::int8_t*>(keep(to_device(qi)));
-    ep.ki = static_cast<const std::int8_t*>(keep(to_device(ki)));
-  }
-  ep.qts = static_cast<const float*>(keep(to_device(qts)));
-  ep.kts = static_cast<const float*>(keep(to_device(kts)));
-  ep.vcs = static_cast<const float*>(keep(to_device(vcs)));
-  if (mxqk) {
-    ep.qexp = static_cast<const std::int16_t*>(keep(to_device(qexp)));
-    ep.kexp = static_cast<const std::int16_t*>(keep(to_device(kexp)));
-  }
-  if (mxv) ep.vexp = static_cast<const std::int16_t*>(keep(to_device(vexp)));
-  if (smooth) {
-    ep.km = static_cast<const float*>(keep(to_device(km)));
-    ep.qraw = static_cast<const float*>(keep(to_device(qraw)));
-  }
-  const int64_t out_n = ep.total_rows * H * Dv, lse_n = H * ep.total_rows;
-  ep.out = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, out_n)) * 4)));
-  ep.lse = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, lse_n)) * 4)));
-  gpu::DeviceBuffer flag(sizeof(unsigned));
-  flag.fill_bytes(0);
-  ep.undecided = static_cast<unsigned*>(keep(std::move(flag)));
-  ep.scratch = static_cast<float*>(keep(gpu::DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, gpu::emu_scratch_floats(ep))) * 4)));
-  return run;
+  return emu_upload(emu_prepare_host(p, r, tq, tk, tv));
 }
 
 void emu_collect(const EmuRun& run, std::vector<float>& out, std::vector<float>& lse) {
@@ -181,6 +125,13 @@ void EmuKernel::run(const Args& a) {
       }
   }
 }
+
+// gpu.emu's host stage for code that links attest_gpu alone (the conformance engine), set at
+// static initialisation (this object library is linked whole).
+[[maybe_unused]] const bool host_stage_set = [] {
+  gpu::emu_host_stage() = {&unsupported, &gpu::emu_prepare_host, &gpu::twin_tile_kv};
+  return true;
+}();
 
 ATTEST_REGISTER_KERNELS([] {
   std::vector<std::unique_ptr<Kernel>> v;

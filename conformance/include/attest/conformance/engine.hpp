@@ -34,6 +34,13 @@
 /// serial: about 0.7 s for b1h8s16384d128 Sage on 2 cores (sample.timing_s.prepare), a time
 /// max_macs does not count.
 ///
+/// Where a block is emulated. Device tensors in a GPU build, where gpu.emu takes the recipe: on the
+/// device by gpu.emu (bitwise equal to ref::emulate), the whole q, k, v gathered and quantized once
+/// on the host by its host stage (cast recipes too; serial, about 24-31 ns per element of q, k
+/// and v on the build machine), the planned and confirmation blocks launched as its work items
+/// (emulator and floor twin, rounded and not); otherwise (host tensors, a recipe gpu.emu does not
+/// take, SampleArgs::device_emulator false) on the host as above. sample.emulator names which.
+///
 /// The block rule (the sample's budget applied to every block): for each block, rel_l2 =
 /// |t - r|_2 / |r|_2 must stay within alpha * budget + beta * floor + eps, where budget / floor
 /// are the largest rel_l2 over the emulated blocks (emulator vs FP64; floor twin vs emulator,
@@ -75,6 +82,9 @@ struct SampleArgs {
   /// Host memory a quantized recipe's whole-problem preparation may take (prepare_host_bytes());
   /// above it the case is refused. 32 GiB: a b1h40s75600d128 Sage problem needs about 15 GiB.
   double max_host_bytes = 32.0 * 1024 * 1024 * 1024;
+  /// Device tensors: the blocks emulated by gpu.emu on the device where it takes the recipe (false,
+  /// or the environment's ATTEST_ENGINE_EMULATOR=host: the host emulator, for A/B).
+  bool device_emulator = true;
 };
 
 /// One planned block: rows [r0, r1) of (batch b, head h), keys [0, kend).
