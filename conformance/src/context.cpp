@@ -2,6 +2,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <omp.h>
+
 #include "attest/conformance/check.hpp"
 #include "attest/core/status.hpp"
 
@@ -248,6 +250,20 @@ const Status& Context::support() {
 }
 
 datasets::Qkv Context::inputs_for(const Problem& p) const {
+  // The gate runs its groups with one OpenMP thread (gate.cpp); with device oracles it hands the
+  // host's cores to the engine (device_threads), and the case's inputs, generated per case and per
+  // variant, take them too: single-threaded generation was seconds of a 3k-token case on a GPU
+  // host. Philox streams: the values do not depend on the thread count.
+  const int team = options().device_oracles ? options().device_threads : 0;
+  const int before = omp_get_max_threads();
+  struct Restore {
+    int n;
+    bool on;
+    ~Restore() {
+      if (on) omp_set_num_threads(n);
+    }
+  } restore{before, team > before};
+  if (team > before) omp_set_num_threads(team);
   try {
     return datasets::generate_qkv(p, case_.dist, case_.seed);
   } catch (const std::exception& e) {
