@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <string>
 #include <vector>
 
@@ -106,10 +107,37 @@ EmuHost emu_prepare_host(const Problem& p, const Recipe& r, const Tensor& tq, co
   for (int64_t u = 0; u < units; ++u) {
     const int64_t b0 = rg ? u : 0, b1 = rg ? u + 1 : p.batch;
     const int64_t S = rg ? p.len_q(u) : p.seqlen_q, T = rg ? p.len_kv(u) : p.seqlen_kv;
-    std::vector<float> raw = gather(qv, b0, b1, H, D, S, p, false);
-    const cpu::QOperand q = cpu::quantize_operand(raw, (b1 - b0) * H, S, D, plan.q, false, scale);
-    const cpu::QOperand k = cpu::quantize_operand(gather(kv, b0, b1, Hkv, D, T, p, true), (b1 - b0) * Hkv, T, D, plan.k, false, scale);
-    const cpu::QOperand v = cpu::quantize_operand(gather(vv, b0, b1, Hkv, Dv, T, p, true), (b1 - b0) * Hkv, T, Dv, plan.v, true, scale);
+    std::vector<float> raw;
+    cpu::QOperand q, k, v;
+    // Q, K and V are independent: quantized side by side (the engine's device emulator runs this
+    // stage on whole video-length problems; one thread took ~30 ns per element). An exception
+    // leaves its section through the lambda's catch and is rethrown after the join.
+    std::exception_ptr err[3];
+    const auto guarded = [&](int i, auto&& f) {
+      try {
+        f();
+      } catch (...) {
+        err[i] = std::current_exception();
+      }
+    };
+#pragma omp parallel sections num_threads(3)
+    {
+#pragma omp section
+      guarded(0, [&] {
+        raw = gather(qv, b0, b1, H, D, S, p, false);
+        q = cpu::quantize_operand(raw, (b1 - b0) * H, S, D, plan.q, false, scale);
+      });
+#pragma omp section
+      guarded(1, [&] {
+        k = cpu::quantize_operand(gather(kv, b0, b1, Hkv, D, T, p, true), (b1 - b0) * Hkv, T, D, plan.k, false, scale);
+      });
+#pragma omp section
+      guarded(2, [&] {
+        v = cpu::quantize_operand(gather(vv, b0, b1, Hkv, Dv, T, p, true), (b1 - b0) * Hkv, T, Dv, plan.v, true, scale);
+      });
+    }
+    for (const auto& e : err)
+      if (e) std::rethrow_exception(e);
     int8 = q.ival, mxqk = q.mx, mxv = v.mx, smooth = !k.km.empty();
     qk_block = q.block, vblock = v.block;
     const int64_t q_row_base = static_cast<int64_t>(qts.size()), k_row_base = static_cast<int64_t>(kts.size());
