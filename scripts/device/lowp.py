@@ -10,6 +10,8 @@ Jobs (each time-boxed; a failure or refusal of one is recorded and the next runs
          determinism + call_path (contig)
   fp8    cuDNN FP8 SDPA (nvidia-cudnn-frontend 1.32, scripts/device/fp8.py's cudnn_fp8_sdpa) under
          cudnn_fp8_e4m3 at the same shapes, the same checks
+  plants planted FP8 bugs on cuDNN FP8 at the first shape, accuracy only (fp8_plants()): each must
+         fail by the check meant for it
 Writes OUT/lowp.json: card, torch, per (job, shape) {verdicts, reasons, wall_s, judge_s, kernel_s,
 coverage, sample, rows} and goals sage_wan_s / fp8_wan_s (the Wan 720p wall time; goal <= 60 s).
 """
@@ -39,6 +41,25 @@ def fp8_fn():
     return fp8.cudnn_fp8_sdpa, fp8.recipe_name()
 
 
+def fp8_plants():
+    """Planted FP8 bugs (issue 34's list, where the cuDNN FP8 kernel can carry them):
+    p_quantized_e5m2_not_e4m3  fp8.py's p_e5m2: the graph's FP8 type E5M2 (P, and Q, K, V, O with it)
+    v_fp8_scale_applied_twice_in_one_head  V's per-tensor descale multiplied once more into head 20's output"""
+    import fp8  # noqa: PLC0415
+    import torch  # noqa: PLC0415
+    e5m2 = fp8.Fp8Sdpa("cudnn", bug="p_e5m2")
+
+    def v_twice(q, k, v, *, causal=False, scale=None):
+        out, lse = fp8.cudnn_fp8_sdpa(q, k, v, causal=causal, scale=scale)
+        dv = v.float().abs().amax() / fp8.FP8_MAX[fp8.E4M3]
+        out = out.clone()
+        out[:, 20] = out[:, 20] * dv  # bhsd: head 20 (a middle head of 40)
+        return out, lse
+    v_twice.__name__ = "cudnn_fp8_v_scale_twice_head20"
+    _ = torch
+    return [("p_quantized_e5m2_not_e4m3", "accuracy", e5m2), ("v_fp8_scale_applied_twice_in_one_head", "accuracy", v_twice)]
+
+
 def brief(r) -> dict:
     return {"verdicts": {x["check"]: x["verdict"] for x in r.rows},
             "reasons": {x["check"]: x.get("reason", "") for x in r.rows if x["verdict"] != "passed"},
@@ -62,6 +83,35 @@ def main() -> int:
         H.write_json(out / "lowp.json", res)
 
     for job in args.run.split(","):
+        if job == "plants":
+            shape = args.shapes.split(",")[0]
+            try:
+                plants = fp8_plants()
+                import fp8  # noqa: PLC0415
+                recipe = fp8.recipe_name()
+            except Exception as e:  # noqa: BLE001
+                res["runs"].append({"job": job, "error": f"{type(e).__name__}: {e}"[:400]})
+                continue
+            res.setdefault("planted", [])
+            for name, expected, fn in plants:
+                if left(args.budget) < 45:
+                    res["planted"].append({"name": name, "expected_check": expected, "failed_by": None,
+                                           "skipped": "time budget"})
+                    continue
+                t0 = time.perf_counter()
+                try:
+                    r = attest.device_case(fn, f"recipe={recipe} problem={shape} dist=normal seed=1", dtype="float32",
+                                           configs=("contig",), name=name, checks=("accuracy",))
+                    failed = [x["check"] for x in r.rows if x["verdict"] not in ("passed", "unsupported", "accepted")]
+                    res["planted"].append({"name": name, "problem": shape, "expected_check": expected,
+                                           "failed_by": failed[0] if failed else None, "failed_checks": failed,
+                                           **brief(r), "seconds": round(time.perf_counter() - t0, 1)})
+                except Exception as e:  # noqa: BLE001
+                    res["planted"].append({"name": name, "expected_check": expected, "failed_by": None,
+                                           "error": f"{type(e).__name__}: {e}"[:600]})
+                H.log(f"plant {name}: {res['planted'][-1].get('failed_by')} {res['planted'][-1].get('reasons')}")
+                save()
+            continue
         try:
             if job == "sage":
                 fn, recipe, dtype = sage_fn(), H.sage_recipe(), "float16"
