@@ -134,7 +134,8 @@ Cmp compare_refs(const TensorRef& a, const TensorRef* b) {
 
 // Error sums per (i0, i2, block of `rows` i1) of test against ref (same shapes), on the host:
 // the same per-element code as the device kernel (ErrSums::add, with its flush threshold).
-std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i64 rows, double flush_below = 0) {
+std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i64 rows, double flush_below = 0,
+                                       double zero_below = 0) {
   const i64 nblk = (t.shape[1] + rows - 1) / rows;
   std::vector<ErrSums> out(static_cast<std::size_t>(t.shape[0] * t.shape[2] * nblk));
 #pragma omp parallel for schedule(static)
@@ -143,7 +144,7 @@ std::vector<ErrSums> block_errors_host(const TensorRef& t, const TensorRef& r, i
     ErrSums s;
     for (i64 i1 = blk * rows; i1 < std::min(t.shape[1], blk * rows + rows); ++i1)
       for (i64 i3 = 0; i3 < t.shape[3]; ++i3)
-        s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)), flush_below);
+        s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)), flush_below, zero_below);
     out[static_cast<std::size_t>(id)] = s;
   }
   return out;
@@ -195,12 +196,25 @@ void flush_in_place(Tensor& t, double flush_below) {
   }
 }
 
+// Where the kernel's output `k` (f32, the same rows) is zero and |ref| < zero_below, ref set to zero
+// (sign kept): a declared-ftz zero within what flushing can remove (JudgeRequest::flush_below).
+void zero_where_flushed(Tensor& ref, const Tensor& k, double zero_below) {
+  if (ref.empty() || zero_below <= 0) return;
+  const float* kv = k.data<float>();
+  const auto fix = [&](auto* x) {
+    for (std::int64_t i = 0; i < ref.numel(); ++i)
+      if (kv[i] == 0 && std::fabs(x[i]) < zero_below) x[i] = std::copysign(decltype(+x[i]){0}, x[i]);
+  };
+  if (ref.dtype() == DType::f64) fix(ref.data<double>());
+  else fix(ref.data<float>());
+}
+
 // The FP64 reference of the whole problem, compared with `out` block by block. Device: gpu.ref64
 // on the caller's buffers, a chunk of heads at a time into a scratch of `scratch_bytes`; host:
 // the CPU reference on the whole problem. `flush_below`: ErrSums::add's.
 std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const TensorRef& k, const TensorRef& v,
                                      const TensorRef& out, i64 rows, i64 scratch_bytes, double flush_below,
-                                     json& info) {
+                                     double zero_below, json& info) {
   const i64 B = p.batch, H = p.heads_q, S = p.seqlen_q, Dv = p.head_dim_v;
   const i64 nblk = (S + rows - 1) / rows;
   std::vector<ErrSums> all(static_cast<std::size_t>(B * H * nblk));
@@ -209,7 +223,7 @@ std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const
     const i64 hq[4] = {B, S, H, p.head_dim}, hk[4] = {B, p.seqlen_kv, p.heads_kv, p.head_dim},
               hv[4] = {B, p.seqlen_kv, p.heads_kv, Dv};
     const auto r = ref::attention(p, gather(q, lo, hq), gather(k, lo, hk), gather(v, lo, hv), ref::Precision::fp64);
-    all = block_errors_host(out, ref_of(r.out), rows, flush_below);
+    all = block_errors_host(out, ref_of(r.out), rows, flush_below, zero_below);
     info = {{"reference", "ref::attention fp64 (host)"}, {"chunks", 1}};
     return all;
   }
@@ -249,7 +263,7 @@ std::vector<ErrSums> complete_errors(const Problem& p, const TensorRef& q, const
       r.device = true;
       const i64 shp[4] = {1, S, n, Dv}, str[4] = {S * n * Dv, n * Dv, Dv, 1};
       for (int i = 0; i < 4; ++i) r.shape[i] = shp[i], r.stride[i] = str[i];
-      gpu::block_errors_device(sub(out, {b, 0, h0, 0}, {1, S, n, Dv}), r, rows, chunk.data(), flush_below);
+      gpu::block_errors_device(sub(out, {b, 0, h0, 0}, {1, S, n, Dv}), r, rows, chunk.data(), flush_below, zero_below);
       for (i64 h = 0; h < n; ++h)
         std::copy_n(chunk.begin() + h * nblk, nblk, all.begin() + ((b * H + h0 + h) * nblk));
       ++chunks;
@@ -737,6 +751,12 @@ Report judge(const JudgeRequest& req) {
     }
     t_prepare = since(t0);
   }
+  // Declared ftz: a kernel that flushes does so in its inputs, products and partial sums too, so a
+  // zero output may stand for up to T * flush_below of FP64 value (each of T keys loses less than
+  // flush_below; row sum >= 1). Zeros below 2 (T + 1) flush_below count as flushed (their
+  // reference zeroed with them: ErrSums::add's zero_below, zero_where_flushed); beyond it a zero
+  // fails (below).
+  const double zero_bound = req.flush_below > 0 ? 2.0 * static_cast<double>(p.seqlen_kv + 1) * req.flush_below : 0.0;
   // The blocks' rows, concatenated: the kernel's (K), the FP64 reference's, the emulator's and
   // its floor twin's. `parts` keeps each block's sub-problem (its row count: its rows there).
   struct Part {
@@ -875,9 +895,11 @@ Report judge(const JudgeRequest& req) {
     r.parts = std::move(parts);
     // A kernel that declares ftz: the references flushed as its outputs are, and its own
     // subnormal-range outputs with them (ErrSums::add does the same on every row).
-    if (req.flush_below > 0)
+    if (req.flush_below > 0) {
       for (Tensor* t : {&r.ref.out, &r.emu.out, &r.emu.out_unrounded, &r.rev.out, &r.rev.out_unrounded, &r.K})
         flush_in_place(*t, req.flush_below);
+      zero_where_flushed(r.ref.out, r.K, zero_bound);
+    }
     return r;
   };
   // The gate's rule on an emulated set. Flushed, rows whose every FP64 output is below the
@@ -927,7 +949,7 @@ Report judge(const JudgeRequest& req) {
   double t_complete = 0;
   if (want_acc) {
     const auto t0 = std::chrono::steady_clock::now();
-    blocks = complete_errors(p, q, k, v, out, sa.rows, req.scratch_bytes, req.flush_below, complete_info);
+    blocks = complete_errors(p, q, k, v, out, sa.rows, req.scratch_bytes, req.flush_below, zero_bound, complete_info);
     t_complete = since(t0);
   }
   // The whole output: NaN/Inf anywhere (what bitwise, judged on the planned blocks, cannot see).
@@ -1121,7 +1143,6 @@ Report judge(const JudgeRequest& req) {
       // product, and the normalised sum (row sum l >= 1) at most T * flush_below in all. A zero
       // whose FP64 value is at least 2 (T + 1) flush_below is beyond any flush: failed. (On the
       // case file's outlier fill, torch SDPA's flushing zeroed 14 outputs of 2^-125..2^-124.)
-      const double zero_bound = 2.0 * static_cast<double>(p.seqlen_kv + 1) * req.flush_below;
       if (req.flush_below > 0 && whole.zero_ref_max >= zero_bound && conformance::verdict_ok(o.verdict)) {
         i64 first = -1, nb = 0;
         for (i64 id = 0; id < static_cast<i64>(blocks.size()); ++id)

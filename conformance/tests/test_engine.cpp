@@ -345,6 +345,25 @@ TEST(Engine, FtzZeroOutputsBeyondWhatFlushingCanRemoveFail) {
     EXPECT_GE(acc.figures.at("blocks").at("whole").at("flushed_normal").get<std::int64_t>(), 20);
     EXPECT_LT(acc.figures.at("blocks").at("ftz_zero_rule").at("largest_fp64_of_a_zero_output").get<double>(), bound);
   }
+  // A whole 64-row block of normal-range outputs under the bound written as 0 (head 2, rows
+  // 64-127): each zero counts as flushed, its reference with it, so the block's own error is 0 --
+  // not the 100% a plain comparison would give it.
+  {
+    FtzFixture f(-118);
+    std::int64_t zeroed = 0;
+    for (std::int64_t s = 64; s < 128; ++s)
+      for (std::int64_t d = 0; d < 64; ++d) {
+        const std::int64_t i = (s * 4 + 2) * 64 + d;
+        ASSERT_LT(std::fabs(f.r64.data<double>()[i]), bound);
+        zeroed += std::fabs(f.r64.data<double>()[i]) >= 2 * FtzFixture::kFlush;
+        f.out.data<float>()[i] = 0.0f;
+      }
+    ASSERT_GT(zeroed, 1000);  // mostly normal-range values
+    const auto rep = judge(f.ftz(FtzFixture::kFlush));
+    const auto& acc = rep.results.at(0).outcome;
+    EXPECT_EQ(acc.verdict, Verdict::passed) << acc.reason;
+    EXPECT_EQ(acc.figures.at("blocks").at("failed").get<std::int64_t>(), 0);
+  }
   FtzFixture f(-100);  // heads 2-3 around 2^-104: a zero of the bound's size is tiny against its block
   std::int64_t pick = -1;
   for (std::int64_t i = 0; i < f.out.numel(); ++i) {

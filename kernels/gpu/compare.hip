@@ -177,7 +177,8 @@ constexpr int kBlockThreads = 256;
 
 // One thread block per (i0, i2, row block): each thread sums its own elements in a fixed order,
 // then a fixed-shape tree merges the 256 partial sums (deterministic, no atomics).
-__global__ void block_errors_kernel(TensorRef t, TensorRef r, i64 rows, i64 nblk, double flush_below, ErrSums* out) {
+__global__ void block_errors_kernel(TensorRef t, TensorRef r, i64 rows, i64 nblk, double flush_below, double zero_below,
+                                    ErrSums* out) {
   // Raw storage: a __shared__ array may not have a constructor (ErrSums has member initialisers).
   __shared__ alignas(8) unsigned char raw[kBlockThreads * sizeof(ErrSums)];
   ErrSums* part = reinterpret_cast<ErrSums*>(raw);
@@ -188,7 +189,7 @@ __global__ void block_errors_kernel(TensorRef t, TensorRef r, i64 rows, i64 nblk
   ErrSums s;
   for (int e = static_cast<int>(threadIdx.x); e < n; e += kBlockThreads) {
     const i64 i1 = r0 + e / D, i3 = e % D;
-    s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)), flush_below);
+    s.add(elem::load(t, t.offset(i0, i1, i2, i3)), elem::load(r, r.offset(i0, i1, i2, i3)), flush_below, zero_below);
   }
   part[threadIdx.x] = s;
   __syncthreads();
@@ -388,7 +389,7 @@ CmpFigures Deferred::figures(int slot) const {
 std::uint64_t Deferred::sum(int slot) const { return impl_->host.at(static_cast<std::size_t>(slot)).bit_diff; }
 
 void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64_t rows, ErrSums* host_out,
-                         double flush_below) {
+                         double flush_below, double zero_below) {
   expect_type(test, "block_errors_device", true);
   expect_type(ref, "block_errors_device", true);
   for (int i = 0; i < 4; ++i)
@@ -399,7 +400,7 @@ void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64
   if (n == 0) return;
   if (n > 0x7FFFFFFF) throw Error("block_errors_device: too many blocks for one launch");
   DeviceBuffer& buf = scratch(static_cast<std::size_t>(n) * sizeof(ErrSums), 1);
-  block_errors_kernel<<<static_cast<int>(n), kBlockThreads>>>(test, ref, rows, nblk, flush_below, buf.as<ErrSums>());
+  block_errors_kernel<<<static_cast<int>(n), kBlockThreads>>>(test, ref, rows, nblk, flush_below, zero_below, buf.as<ErrSums>());
   ATTEST_GPU_CHECK_LAUNCH();
   buf.download(host_out, static_cast<std::size_t>(n) * sizeof(ErrSums));
 }

@@ -52,8 +52,8 @@
 ///
 /// A kernel that declares ftz (JudgeRequest::flush_below, the subnormal check's device oracles):
 /// the same rules with every reference flushed as the kernel flushes, so that the check of a
-/// long problem needs no host pass over every row; only a zero where FP64 is >= 2 * flush_below
-/// fails on its own (ErrSums::add).
+/// long problem needs no host pass over every row; a zero output counts as flushed up to
+/// 2 (T + 1) flush_below (flushed inputs, products and partial sums) and fails on its own beyond.
 ///
 /// The Python binding (python/csrc) and the C++ callers use these functions; no verdict is
 /// computed anywhere else.
@@ -133,7 +133,8 @@ struct JudgeRequest {
   /// the kernel's; the kernel's own |x| < flush_below count as zero too (ftz allows a flushed or
   /// a kept subnormal). A kernel that flushes does so in its inputs, products and partial sums
   /// too, so a zero output may stand for a normal FP64 value, but never for one of at least
-  /// 2 (T + 1) flush_below (T keys each losing < flush_below): such a zero fails. Rows whose flushed reference is all zero pass when the kernel's are zero too. The
+  /// 2 (T + 1) flush_below (T keys each losing < flush_below): such a zero fails; below that
+  /// bound a zero counts as flushed, its reference zeroed with it (ErrSums::add's zero_below). Rows whose flushed reference is all zero pass when the kernel's are zero too. The
   /// blocks' figures count ref_nonzero / zero_where_ref_nonzero (before the flush) and
   /// flushed_normal (zeros where FP64 >= 2 flush_below, reported); blocks.ftz_zero_rule the bound
   /// and the largest FP64 value of a zero output. 0: no flushing (the figures as without it).

@@ -132,7 +132,10 @@ struct ErrSums {
   /// output stands for (with ftz declared, the engine compares it with what flushing can remove).
   double zero_ref_max = 0;
 
-  ATTEST_HD void add(double t, double r, double flush_below = 0) {
+  /// zero_below (>= flush_below, with flush_below > 0): a zero t whose |r| is below it counts as
+  /// flushed too (r zeroed with it): a kernel that flushes inputs, products and partial sums can
+  /// zero outputs up to that size (the engine's 2 (T + 1) flush_below).
+  ATTEST_HD void add(double t, double r, double flush_below = 0, double zero_below = 0) {
     ++count;
     if (!elem::finite(r)) {
       ++nonfinite_ref;
@@ -147,7 +150,7 @@ struct ErrSums {
     if (flush_below > 0) {
       flushed_normal += t == 0 && ar0 >= 2 * flush_below ? 1 : 0;
       constexpr std::uint64_t kSign = 0x8000000000000000ull;  // copysign(0, x), in host and device code
-      if (ar0 < flush_below) r = elem::bits_as<double>(elem::bits_as<std::uint64_t>(r) & kSign);
+      if (ar0 < flush_below || (t == 0 && ar0 < zero_below)) r = elem::bits_as<double>(elem::bits_as<std::uint64_t>(r) & kSign);
       if ((t < 0 ? -t : t) < flush_below) t = elem::bits_as<double>(elem::bits_as<std::uint64_t>(t) & kSign);
     }
     if (!elem::finite(t)) {

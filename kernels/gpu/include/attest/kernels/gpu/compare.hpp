@@ -35,9 +35,9 @@ std::uint64_t checksum_device(const TensorRef& t);
 /// Error sums of `test` against `ref` (same logical shape [n0, S, n2, D]; f64, f32, bf16 or f16)
 /// per (i0, i2, block of `rows` consecutive i1): out[(i0 * n2 + i2) * nblk + blk], nblk =
 /// ceil(S / rows), copied to host memory. Deterministic (fixed per-thread order, tree
-/// reduction). Synchronous. `flush_below`: ErrSums::add's (0: no flushing).
+/// reduction). Synchronous. `flush_below`, `zero_below`: ErrSums::add's (0: no flushing).
 void block_errors_device(const TensorRef& test, const TensorRef& ref, std::int64_t rows, ErrSums* host_out,
-                         double flush_below = 0);
+                         double flush_below = 0, double zero_below = 0);
 
 /// Deferred comparisons and checksums: launched on `stream` (the caller's, so that they run after
 /// the kernel that wrote the tensors and before anything that reuses their memory) into slots of
