@@ -730,6 +730,18 @@ Report judge(const JudgeRequest& req) {
       emulator_why = "forced (SampleArgs::device_emulator false or ATTEST_ENGINE_EMULATOR=host)";
     else
       emulator_why = DeviceEmulator::refusal(p, er);
+    // A cast recipe's host emulation reads only its planned blocks; gpu.emu's host stage reads the
+    // whole problem (about 8 ns an element, three operands side by side, against about 1 ns a
+    // multiply-add of the host emulator on a 16-core GPU host; H100 runs 2026-12-07). Where the
+    // whole problem costs more than the planned work, the host emulator stays (the Wan call's
+    // sampled plan: 1.16e9 elements against 2^33 multiply-adds). Below 2^26 elements (about half a
+    // second of host stage) the device emulator always runs.
+    const double elems = static_cast<double>(q.numel() + k.numel() + v.numel());
+    if (emulator_why.empty() && element_wise(er) && elems > 67108864.0 && elems * 8.0 > plan.macs_sampled)
+      emulator_why = fmt::format(
+          "cast recipe: gpu.emu's host stage over the whole problem ({:.3g} elements, ~8 ns each) costs more than "
+          "the host emulator on the planned blocks ({:.3g} multiply-adds, ~1 ns each)",
+          elems, plan.macs_sampled);
     on_device = emulator_why.empty();
   }
 #endif

@@ -36,8 +36,8 @@
 ///
 /// Where a block is emulated. Device tensors in a GPU build, where gpu.emu takes the recipe: on the
 /// device by gpu.emu (bitwise equal to ref::emulate), the whole q, k, v gathered and quantized once
-/// on the host by its host stage (cast recipes too; serial, about 24-31 ns per element of q, k
-/// and v on the build machine), the planned and confirmation blocks launched as its work items
+/// on the host by its host stage (cast recipes too, unless the problem has more than 2^26 elements
+/// and that whole-problem stage would cost more than the host emulator on the planned blocks), the planned and confirmation blocks launched as its work items
 /// (emulator and floor twin, rounded and not); otherwise (host tensors, a recipe gpu.emu does not
 /// take, SampleArgs::device_emulator false) on the host as above. sample.emulator names which.
 ///
