@@ -10,10 +10,23 @@ Jobs (each time-boxed; a failure or refusal of one is recorded and the next runs
          determinism + call_path (contig)
   fp8    cuDNN FP8 SDPA (nvidia-cudnn-frontend 1.32, scripts/device/fp8.py's cudnn_fp8_sdpa) under
          cudnn_fp8_e4m3 at the same shapes, the same checks
-  plants planted FP8 bugs on cuDNN FP8 at the first shape, accuracy only (fp8_plants()): each must
-         fail by the check meant for it
+  plants fp8_plants then sage_plants (each also a job of its own), at the first shape, accuracy
+         only; each plant must fail by the check meant for it. A plant counts as caught only when
+         that check's verdict is "failed" (failed_by); an "error" verdict is attest's own failure,
+         recorded under "error", never a catch
+  fp8_plants   planted FP8 bugs on cuDNN FP8 (fp8_plants()), dist=normal seed 1
+  sage_plants  the Sage-internal plants (sage_plants.py: sageattn 1.0.6's own pipeline and Triton
+         kernels with one step changed: K scales per tensor, smooth-K mean of one block, the last
+         partial K block's scale from the previous block), fp16 inputs, dist from --plant-dist
+         (default diffusion: DiT-like K with per-channel offsets, outlier channels and outlier
+         tokens, the structure smooth-K and per-block scales exist for; on normal K the mean is ~0
+         and block scales vary little), seed 1; first an unplanted control, sageattn itself on the
+         same inputs, under "plant_controls"
 Writes OUT/lowp.json: card, torch, per (job, shape) {verdicts, reasons, wall_s, judge_s, kernel_s,
-coverage, sample, rows} and goals sage_wan_s / fp8_wan_s (the Wan 720p wall time; goal <= 60 s).
+coverage, sample, rows}, goals sage_wan_s / fp8_wan_s (the Wan 720p wall time; goal <= 60 s),
+planted [{name, kernel, problem, dist, seed, expected_check, failed_by, verdicts, accuracy_figures, ...}]
+and plant_controls.
+e.g. scripts/device/run lowp -- --run plants --shapes b1h40s75600d128
 """
 from __future__ import annotations
 
@@ -60,6 +73,12 @@ def fp8_plants():
     return [("p_quantized_e5m2_not_e4m3", "accuracy", e5m2), ("v_fp8_scale_applied_twice_in_one_head", "accuracy", v_twice)]
 
 
+def sage_plants():
+    """The Sage-internal plants of issue 34 (scripts/device/sage_plants.py), accuracy each."""
+    import sage_plants as SP  # noqa: PLC0415  (scripts/device/sage_plants.py)
+    return [(n, "accuracy", SP.plant_fn(n)) for n in SP.PLANTS]
+
+
 def brief(r) -> dict:
     return {"verdicts": {x["check"]: x["verdict"] for x in r.rows},
             "reasons": {x["check"]: x.get("reason", "") for x in r.rows if x["verdict"] != "passed"},
@@ -69,11 +88,72 @@ def brief(r) -> dict:
             "accuracy_figures": next((x.get("figures") for x in r.rows if x["check"] == "accuracy"), None)}
 
 
+def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False) -> dict:
+    """One plant (or control, expected None) judged by accuracy only. Caught (failed_by) only when
+    the expected check's verdict is "failed": an "error" verdict is attest failing to judge, not a
+    catch, and is recorded under "error"."""
+    import attest  # noqa: PLC0415
+    desc = f"recipe={base['recipe']} problem={base['problem']} dist={base['dist']} seed={base['seed']}"
+    t0 = time.perf_counter()
+    try:
+        r = attest.device_case(fn, desc, dtype=dtype, configs=("contig",), name=base["name"], checks=("accuracy",),
+                               mutates_inputs=mutates_inputs)
+        row = {**base, **brief(r)}
+        v = row["verdicts"]
+        row["failed_by"] = expected if expected and v.get(expected) == "failed" else None
+        row["failed_checks"] = [c for c, x in v.items() if x == "failed"]
+        errors = {c: row["reasons"].get(c, "") for c, x in v.items() if x == "error"}
+        if errors:
+            row["error"] = errors
+    except Exception as e:  # noqa: BLE001
+        row = {**base, "failed_by": None, "error": f"{type(e).__name__}: {e}"[:600], "trace": traceback.format_exc()[-1500:]}
+    row["seconds"] = round(time.perf_counter() - t0, 1)
+    H.log(f"plant {base['name']} ({base['dist']}): failed_by {row.get('failed_by')} {row.get('verdicts') or ''} "
+          f"{row.get('reasons') or ''} {row.get('error') or ''}")
+    return row
+
+
+def run_plants(job, args, res, save) -> None:
+    """fp8_plants / sage_plants at the first shape: rows appended to res["planted"] (and the Sage
+    control to res["plant_controls"])."""
+    shape = args.shapes.split(",")[0]
+    try:
+        if job == "fp8_plants":
+            import fp8  # noqa: PLC0415
+            kernel, recipe, dtype, dists = "cuDNN FP8 SDPA (fp8.py)", fp8.recipe_name(), "float32", ["normal"]
+            plants, control = fp8_plants(), None
+        else:
+            kernel, recipe, dtype, dists = "sageattention 1.0.6 (sage_plants.py)", H.sage_recipe(), "float16", \
+                args.plant_dist.split(",")
+            plants, control = sage_plants(), ("sage1_unplanted", sage_fn())
+    except Exception as e:  # noqa: BLE001
+        res["runs"].append({"job": job, "error": f"{type(e).__name__}: {e}"[:400]})
+        save()
+        return
+    res.setdefault("planted", [])
+    for dist in dists:
+        base = {"kernel": kernel, "problem": shape, "dist": dist, "seed": 1, "recipe": recipe}
+        if control and left(args.budget) >= 45:
+            # Sage itself on the plants' inputs: a catch means something only where this passes.
+            res.setdefault("plant_controls", []).append(
+                judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=True))
+            save()
+        for name, expected, fn in plants:
+            row = {"name": name, **base, "expected_check": expected}
+            if left(args.budget) < 45:
+                res["planted"].append({**row, "failed_by": None, "skipped": "time budget"})
+                continue
+            res["planted"].append(judge_plant(fn, expected, row, dtype=dtype))
+            save()
+
+
 def main() -> int:
     ap = H.parser(540, device="cuda", doc=__doc__)
     ap.add_argument("--run", default="sage,fp8")
     ap.add_argument("--shapes", default=f"{WAN},{WAN480}")
     ap.add_argument("--seeds", default="1", help="seeds per shape (false-alarm runs), e.g. 2,3,4")
+    ap.add_argument("--plant-dist", default="diffusion", help="dist of the Sage plants and their control, e.g. "
+                    "diffusion,normal (each plant on each)")
     args = ap.parse_args()
     out = Path(args.out)
     import attest  # noqa: PLC0415
@@ -83,35 +163,10 @@ def main() -> int:
     def save():
         H.write_json(out / "lowp.json", res)
 
-    for job in args.run.split(","):
-        if job == "plants":
-            shape = args.shapes.split(",")[0]
-            try:
-                plants = fp8_plants()
-                import fp8  # noqa: PLC0415
-                recipe = fp8.recipe_name()
-            except Exception as e:  # noqa: BLE001
-                res["runs"].append({"job": job, "error": f"{type(e).__name__}: {e}"[:400]})
-                continue
-            res.setdefault("planted", [])
-            for name, expected, fn in plants:
-                if left(args.budget) < 45:
-                    res["planted"].append({"name": name, "expected_check": expected, "failed_by": None,
-                                           "skipped": "time budget"})
-                    continue
-                t0 = time.perf_counter()
-                try:
-                    r = attest.device_case(fn, f"recipe={recipe} problem={shape} dist=normal seed=1", dtype="float32",
-                                           configs=("contig",), name=name, checks=("accuracy",))
-                    failed = [x["check"] for x in r.rows if x["verdict"] not in ("passed", "unsupported", "accepted")]
-                    res["planted"].append({"name": name, "problem": shape, "expected_check": expected,
-                                           "failed_by": failed[0] if failed else None, "failed_checks": failed,
-                                           **brief(r), "seconds": round(time.perf_counter() - t0, 1)})
-                except Exception as e:  # noqa: BLE001
-                    res["planted"].append({"name": name, "expected_check": expected, "failed_by": None,
-                                           "error": f"{type(e).__name__}: {e}"[:600]})
-                H.log(f"plant {name}: {res['planted'][-1].get('failed_by')} {res['planted'][-1].get('reasons')}")
-                save()
+    jobs = [j for job in args.run.split(",") for j in (("fp8_plants", "sage_plants") if job == "plants" else (job,))]
+    for job in jobs:
+        if job in ("fp8_plants", "sage_plants"):
+            run_plants(job, args, res, save)
             continue
         try:
             if job == "sage":
