@@ -18,11 +18,10 @@ changes exactly one step (the rest stays Sage's own Triton code):
       then runs on that K. Softmax is invariant to any per-channel shift of K, so this can only move
       the output through K's quantization (a larger residual offset widens the block scales).
   last_partial_kv_block_scale_from_previous_block   when kv_len % 64 != 0 (75600 = 1181 * 64 + 16),
-      the last, partial K block is quantized with the previous block's scale: its scale entry is
-      the previous one and its codes are x / that scale rounded as the kernel rounds, saturated
-      to [-127, 127] (a quantizer that derives scales from full blocks and reuses the last one for
-      the tail: scale and codes stay consistent, the tail's outliers clip when the previous block's
-      range is smaller). Refused (ValueError) when kv_len % 64 == 0: the defect does not exist.
+      the attention kernel dequantizes the last, partial K block with the previous block's scale
+      (an off-by-one in the tail's scale index): the codes stay Sage's own, the last k_scale entry
+      is the previous one, so the tail keys' logits are scaled by prev / own. Refused (ValueError)
+      when kv_len % 64 == 0: the defect does not exist.
 """
 from __future__ import annotations
 
@@ -62,10 +61,7 @@ def quantize(q, k, scale, plant=None):
         s = k.float().abs().amax() / 127.0  # as the kernel's tl.max(tl.abs(x)) / 127., over the tensor
         k_int8, k_scale = int8_codes(k, s), k_scale.fill_(s)
     elif plant == PLANTS[2]:
-        t0 = kv_len // BLKK * BLKK
-        prev = k_scale[:, :, -2:-1].clone()  # (b, h, 1, 1): the last full block's scale
-        k_int8[:, :, t0:] = int8_codes(k[:, :, t0:], prev)
-        k_scale[:, :, -1:] = prev
+        k_scale[:, :, -1:] = k_scale[:, :, -2:-1].clone()  # (b, h, 1, 1): the last full block's scale
     return q_int8, q_scale, k_int8, k_scale
 
 
