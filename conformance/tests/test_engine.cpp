@@ -25,6 +25,19 @@
 namespace attest::conformance::engine {
 namespace {
 
+// Accuracy and bitwise on the kernel output `out`, sampled to at most `macs` multiply-adds.
+JudgeRequest request_for(const Case& c, const datasets::Qkv& in, const Tensor& out, double macs) {
+  JudgeRequest r;
+  r.c = c;
+  r.checks = {"accuracy", "bitwise"};
+  r.sample.max_macs = macs;
+  r.q = ref_of(in.q);
+  r.k = ref_of(in.k);
+  r.v = ref_of(in.v);
+  r.out = ref_of(out);
+  return r;
+}
+
 struct Fixture {
   Case c;
   datasets::Qkv in;
@@ -36,17 +49,7 @@ struct Fixture {
     in = datasets::generate_qkv(c.problem, c.dist, c.seed);
     out = ref::emulate(c.problem, c.recipe, in.q, in.k, in.v).out.contiguous();
   }
-  JudgeRequest request(double macs) const {
-    JudgeRequest r;
-    r.c = c;
-    r.checks = {"accuracy", "bitwise"};
-    r.sample.max_macs = macs;
-    r.q = ref_of(in.q);
-    r.k = ref_of(in.k);
-    r.v = ref_of(in.v);
-    r.out = ref_of(out);
-    return r;
-  }
+  JudgeRequest request(double macs) const { return request_for(c, in, out, macs); }
 };
 
 TEST(Engine, ExactKernelPassesEveryBlockAndTheReportStatesCoverage) {
@@ -407,17 +410,7 @@ struct QuantFixture {
       std::memcpy(out.raw() + 2 * i, &code, 2);
     }
   }
-  JudgeRequest request(double macs) const {
-    JudgeRequest r;
-    r.c = c;
-    r.checks = {"accuracy", "bitwise"};
-    r.sample.max_macs = macs;
-    r.q = ref_of(in.q);
-    r.k = ref_of(in.k);
-    r.v = ref_of(in.v);
-    r.out = ref_of(out);
-    return r;
-  }
+  JudgeRequest request(double macs) const { return request_for(c, in, out, macs); }
 };
 
 TEST(Engine, QuantizedRecipesAreEmulatedAgainstTheWholeProblem) {
