@@ -1,6 +1,7 @@
 // gpu.ref64 device code: a portable scalar kernel (every target) and an FP64 tensor-core kernel
 // (mma.sync m16n8k8 f64, sm_90). Contract in attest/kernels/gpu/attn_fwd_ref64.hpp.
 #include "attest/kernels/gpu/attn_fwd_ref64.hpp"
+#include "attest/kernels/gpu/ref64_math.hpp"
 
 #include <cmath>
 #include <string>
@@ -27,6 +28,9 @@ struct Params {
   // 64-bit offsets; 1 element by element with 32-bit offsets inside the tile; 2 the same in
   // 16-byte pieces (innermost stride 1, every other stride and both bases 16-byte aligned).
   int kv_copy;
+  // ref64::kExpTab, copied here by the host: a namespace-scope constexpr array cannot be indexed
+  // in device code; the launch parameters sit in constant memory.
+  double exp_tab[ref64::kExpTable];
 };
 
 __device__ inline i64 len_q(const Params& p, i64 b) { return p.cu_q ? p.cu_q[b + 1] - p.cu_q[b] : p.seqlen_q; }
@@ -146,6 +150,9 @@ __global__ void __launch_bounds__(kPortableThreads) ref64_portable(Params p) {
 // the MMA sums over its k index in any order, so the keys of each 8-key group are fed in the
 // order the accumulator layout holds them (lane tig has keys 2 tig and 2 tig + 1) and V's rows
 // are read in that same order. No P round trip through shared memory.
+// The FP64 pipe that runs the MMAs also runs every softmax instruction, so the softmax is kept
+// short: exp is ref64_math.hpp's table-driven exp_nonpos (10 instructions, no branch, where the
+// library's takes 15 and branches), the row maximum is one compare on unscaled logits.
 // K/V tiles: f64 inputs are double-buffered with cp.async (the next tile's copies run during
 // this tile's MMAs); f32 inputs are copied raw by cp.async into a staging tile and converted
 // to double once per tile (one cvt per element, not one per fragment load).
@@ -154,15 +161,15 @@ __global__ void __launch_bounds__(kPortableThreads) ref64_portable(Params p) {
 // warp-size assumption of the portable code.
 #if defined(ATTEST_GPU_NVIDIA)
 constexpr int kMmaWarps = 8, kMmaRows = 16 * kMmaWarps, kMmaKeys = 16;
-constexpr int kMmaThreads = 32 * kMmaWarps, kExp2Table = 64;
+constexpr int kMmaThreads = 32 * kMmaWarps;
 
 template <class TIn, int D>
 constexpr int mma_shared_bytes() {
   // Rows padded by 4 doubles: the fragment loads then hit distinct 8-byte bank pairs (row
   // stride D + 4 = 4 mod 16 pairs). Q; K/V (f64: two stages of K and V; f32: one stage of K and
-  // V in double plus the raw f32 staging tile of K and V); each warp's P scratch; the exp2 table.
+  // V in double plus the raw f32 staging tile of K and V); each warp's P scratch; the exp table.
   constexpr int kv = sizeof(TIn) == 8 ? 4 * kMmaKeys * (D + 4) * 8 : 2 * kMmaKeys * (D + 4) * 8 + 2 * kMmaKeys * D * 4;
-  return kMmaRows * (D + 4) * 8 + kv + kMmaWarps * 16 * (kMmaKeys + 4) * 8 + kExp2Table * 8;
+  return kMmaRows * (D + 4) * 8 + kv + kMmaWarps * 16 * (kMmaKeys + 4) * 8 + ref64::kExpTable * 8;
 }
 
 // c += a * b for one 16x8x8 f64 tile. Fragments (lane = 4 * grp + tig):
@@ -214,37 +221,13 @@ __global__ void mma_selftest_kernel(const double* a, const double* b, double* c)
   for (int v = 0; v < 4; ++v) c[(grp + 8 * (v >> 1)) * 8 + 2 * tig + (v & 1)] = fc[v];
 }
 
-// The MMA path's row maximum ignores NaN (a > b ? a : b, one compare where nan_max takes three
-// FP64-pipe instructions): a NaN logit still makes its P, hence l, O and the LSE of its row NaN,
-// as in the reference; only the shift stays finite.
+// The MMA path's row maximum: a > b ? a : b, one compare where nan_max takes three FP64-pipe
+// instructions. A NaN logit may or may not become the maximum; either way its P is NaN, so l,
+// O and the LSE of its row are NaN, as in the reference.
 __device__ inline double max_of(double a, double b) { return a > b ? a : b; }
 __device__ inline double quad_max(double x) {
   x = max_of(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return max_of(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-// 2^x for x <= 0 (a rounding above 0 included) or NaN, within about 3 ulp, on the FP64 pipe
-// that the MMAs share: 9 instructions where the library's exp takes 15, and no branch, so the
-// eight calls of a tile interleave. x = k/64 + r with |r| <= 1/128 (exact); 2^(k/64) =
-// 2^(k >> 6) tab[k & 63] (tab[j] = 2^(j/64), shared memory; the power of two goes into its
-// exponent field by an integer add); 2^r by its Taylor polynomial of degree 5 in r ln 2
-// (truncation < 3.5e-17 relative). Results under 2^-1021 (x <= -1021, -inf) are 0: such a P
-// or alpha weighs < 2^-1021 against a row sum l >= 1 (the row maximum's own P is 1). NaN stays
-// NaN through the polynomial.
-__device__ inline double exp2_nonpos(double x, const double* tab) {
-  const double t = fma(x, 64.0, 0x1.8p52);  // round(64 x) in the low word (|64 x| < 2^31)
-  const double r = fma(t - 0x1.8p52, -0.015625, x);
-  const int k = __double2loint(t);
-  double q = fma(0x1.5d87fe78a6731p-10, r, 0x1.3b2ab6fba4e77p-7);  // (ln 2)^i / i!, i = 5..1
-  q = fma(q, r, 0x1.c6b08d704a0c0p-5);
-  q = fma(q, r, 0x1.ebfbdff82c58fp-3);
-  q = fma(q, r, 0x1.62e42fefa39efp-1);
-  const double tk = tab[k & (kExp2Table - 1)];
-  const double sk = __hiloint2double(__double2hiint(tk) + (k >> 6) * (1 << 20), __double2loint(tk));  // 2^(k/64)
-  const double y = sk * fma(q, r, 1.0);
-  // -1021 >= x >= -inf as 64-bit patterns (NaN patterns lie above -inf's): an integer compare.
-  const auto u = static_cast<unsigned long long>(__double_as_longlong(x));
-  return u >= 0xC08FE80000000000ull && u <= 0xFFF0000000000000ull ? 0.0 : y;
 }
 
 // Starts the copy of key tile [j0, j0+16) of K and V into `ks`/`vs` (element type TIn, row
@@ -300,8 +283,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   double* qs = smem;                // [kMmaRows][LD]
   double* kv = qs + kMmaRows * LD;  // f64: 2 stages x (K, V) [kMmaKeys][LD]; f32: 1 stage, then staging
   double* pw = kv + (kF64 ? 4 : 2) * kMmaKeys * LD;           // [kMmaWarps][16][LDP]: P, fallback route only
-  double* e2 = pw + kMmaWarps * 16 * LDP;                     // [kExp2Table]: 2^(j/64)
-  float* stg = reinterpret_cast<float*>(e2 + kExp2Table);     // f32 only: raw K, V [kMmaKeys][D]
+  double* e2 = pw + kMmaWarps * 16 * LDP;                     // [ref64::kExpTable]: 2^(j/64)
+  float* stg = reinterpret_cast<float*>(e2 + ref64::kExpTable);  // f32 only: raw K, V [kMmaKeys][D]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, grp = lane >> 2, tig = lane & 3;
   // Heaviest query tiles (most visible keys under causal masks) are scheduled first.
@@ -314,11 +297,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   // block: keys below min_hi are visible to every row of the block.
   const i64 max_hi = visible(p, lq, lk, q0 + rows - 1), min_hi = visible(p, lq, lk, q0);
   double* ps = pw + warp * 16 * LDP;
-  if (tid < kExp2Table) e2[tid] = exp2(tid / static_cast<double>(kExp2Table));  // published by the loop's first barrier
-  // The softmax runs in base 2 on unscaled logits s: exp(scale s - m) = 2^(c s - m2) with
-  // c = scale log2(e) and m2 = c max(s) (c > 0, so the max commutes with the rounded product);
-  // c s - m2 is one fma. The LSE goes back to base e at the end.
-  const double c = p.scale * 1.4426950408889634;
+  if (tid < ref64::kExpTable) e2[tid] = p.exp_tab[tid];  // published by the loop's first barrier
 
   if (max_hi > 0) {
     if constexpr (kF64) copy_kv_tile<double, D>(p, kv, kv + kMmaKeys * LD, LD, b, g, 0, max_hi);
@@ -428,10 +407,13 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
     double alpha[2], shift[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      const double m_new = max_of(m[r], c * quad_max(tile_max[r]));
+      // The maximum is taken on the unscaled logits: scale > 0 and rounding is monotone, so
+      // scale * max(s) is the maximum of the scaled logits, bit for bit (one multiply per row,
+      // not one per logit).
+      const double m_new = max_of(m[r], p.scale * quad_max(tile_max[r]));
       shift[r] = m_new == -INFINITY ? 0.0 : m_new;
-      // 2^0 is exactly 1: an unchanged maximum skips the call, bit for bit the same alpha.
-      alpha[r] = m[r] == shift[r] ? 1.0 : exp2_nonpos(m[r] - shift[r], e2);
+      // exp(0) is exactly 1: an unchanged maximum skips the call, bit for bit the same alpha.
+      alpha[r] = m[r] == shift[r] ? 1.0 : ref64::exp_nonpos(m[r] - shift[r], e2);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
@@ -440,7 +422,10 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
 #pragma unroll
       for (int v = 0; v < 4; ++v) {
         const int r = v >> 1;
-        s[n][v] = exp2_nonpos(fma(s[n][v], c, -shift[r]), e2);  // s now holds P
+        // scale * s - shift rounded twice (no contraction: --fmad=false), so the row maximum's
+        // argument is exactly 0 and every other one <= 0 at any logit size (in a row with a NaN
+        // logit the maximum may miss a larger value; that row's P, l and O are NaN anyway).
+        s[n][v] = ref64::exp_nonpos(p.scale * s[n][v] - shift[r], e2);  // s now holds P
         l[r] += s[n][v];  // per-lane partial; the 4 lanes of a row share alpha, so the partials add up to l
       }
     // x * 1 is x (NaN and infinities included): once no row of the warp has a new maximum the
@@ -507,7 +492,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   if (tig == 0)
 #pragma unroll
     for (int r = 0; r < 2; ++r)
-      if (lr[r] < rows) write_lse(p, b, h, q0 + lr[r], m[r] * 0.6931471805599453, lt[r]);  // base 2 -> e
+      if (lr[r] < rows) write_lse(p, b, h, q0 + lr[r], m[r], lt[r]);
 }
 #endif  // ATTEST_GPU_NVIDIA
 
@@ -532,8 +517,10 @@ int kv_copy_mode(const Ref64Args& a) {
 }
 
 Params to_params(const Ref64Args& a) {
-  return {a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_kv, a.head_dim, a.head_dim_v, static_cast<int>(a.mask),
-          a.scale, a.cu_q, a.cu_kv, a.q, a.k, a.v, a.out, a.lse, kv_copy_mode(a)};
+  Params p{a.batch, a.heads_q, a.heads_kv, a.seqlen_q, a.seqlen_kv, a.head_dim, a.head_dim_v, static_cast<int>(a.mask),
+           a.scale, a.cu_q, a.cu_kv, a.q, a.k, a.v, a.out, a.lse, kv_copy_mode(a), {}};
+  for (int j = 0; j < ref64::kExpTable; ++j) p.exp_tab[j] = ref64::kExpTab[j];
+  return p;
 }
 
 void validate(const Ref64Args& a) {

@@ -237,6 +237,24 @@ TEST(Ref64, MaskedNonFiniteKeysDoNotLeak) {
   }
 }
 
+// Logits of 1e19 and more (q, k ~ 1e9): the softmax's argument scale s - max stays <= 0 with
+// the row maximum's exactly 0, so its P is 1 (a base-2 form fma(s, c, -fl(c max)) left the
+// exponential's domain here: out 0, LSE -inf; review of 2026-12-07).
+TEST(Ref64, HugeLogitsKeepTheReference) {
+  ATTEST_REQUIRE_GPU();
+  for (const char* text : {"b1h2s40d64", "b1h2s300d128:mask=causal_br"}) {
+    const Problem p = parse_problem(text);
+    auto in = datasets::generate_qkv(p, datasets::Distribution::normal, 11);
+    for (Tensor* t : {&in.q, &in.k}) {
+      float* x = t->data<float>();
+      for (std::int64_t i = 0; i < t->numel(); ++i) x[i] *= 1e9f;
+    }
+    const auto want = test::oracle(p, in.q, in.k, in.v);
+    for (const Ref64Path path : {Ref64Path::portable, Ref64Path::automatic})
+      expect_close(run_device(p, in, path), want, std::string(text) + " huge logits " + path_name(path));
+  }
+}
+
 TEST(Ref64, RunToRunBitwise) {
   ATTEST_REQUIRE_GPU();
   const Problem p = parse_problem("b1h4k2s200t300d128:mask=causal_br");
