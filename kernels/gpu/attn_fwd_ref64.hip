@@ -283,8 +283,8 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   double* qs = smem;                // [kMmaRows][LD]
   double* kv = qs + kMmaRows * LD;  // f64: 2 stages x (K, V) [kMmaKeys][LD]; f32: 1 stage, then staging
   double* pw = kv + (kF64 ? 4 : 2) * kMmaKeys * LD;           // [kMmaWarps][16][LDP]: P, fallback route only
-  double* e2 = pw + kMmaWarps * 16 * LDP;                     // [ref64::kExpTable]: 2^(j/64)
-  float* stg = reinterpret_cast<float*>(e2 + ref64::kExpTable);  // f32 only: raw K, V [kMmaKeys][D]
+  double* etab = pw + kMmaWarps * 16 * LDP;                   // [ref64::kExpTable]: 2^(j/64)
+  float* stg = reinterpret_cast<float*>(etab + ref64::kExpTable);  // f32 only: raw K, V [kMmaKeys][D]
 
   const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32, grp = lane >> 2, tig = lane & 3;
   // Heaviest query tiles (most visible keys under causal masks) are scheduled first.
@@ -297,7 +297,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   // block: keys below min_hi are visible to every row of the block.
   const i64 max_hi = visible(p, lq, lk, q0 + rows - 1), min_hi = visible(p, lq, lk, q0);
   double* ps = pw + warp * 16 * LDP;
-  if (tid < ref64::kExpTable) e2[tid] = p.exp_tab[tid];  // published by the loop's first barrier
+  if (tid < ref64::kExpTable) etab[tid] = p.exp_tab[tid];  // published by the loop's first barrier
 
   if (max_hi > 0) {
     if constexpr (kF64) copy_kv_tile<double, D>(p, kv, kv + kMmaKeys * LD, LD, b, g, 0, max_hi);
@@ -413,7 +413,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
       const double m_new = max_of(m[r], p.scale * quad_max(tile_max[r]));
       shift[r] = m_new == -INFINITY ? 0.0 : m_new;
       // exp(0) is exactly 1: an unchanged maximum skips the call, bit for bit the same alpha.
-      alpha[r] = m[r] == shift[r] ? 1.0 : ref64::exp_nonpos(m[r] - shift[r], e2);
+      alpha[r] = m[r] == shift[r] ? 1.0 : ref64::exp_nonpos(m[r] - shift[r], etab);
       m[r] = m_new;
       l[r] *= alpha[r];
     }
@@ -425,7 +425,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
         // scale * s - shift rounded twice (no contraction: --fmad=false), so the row maximum's
         // argument is exactly 0 and every other one <= 0 at any logit size (in a row with a NaN
         // logit the maximum may miss a larger value; that row's P, l and O are NaN anyway).
-        s[n][v] = ref64::exp_nonpos(p.scale * s[n][v] - shift[r], e2);  // s now holds P
+        s[n][v] = ref64::exp_nonpos(p.scale * s[n][v] - shift[r], etab);  // s now holds P
         l[r] += s[n][v];  // per-lane partial; the 4 lanes of a row share alpha, so the partials add up to l
       }
     // x * 1 is x (NaN and infinities included): once no row of the warp has a new maximum the
