@@ -2,6 +2,7 @@
 // and scratch allocated. Plain C++ in attest_gpu, so code that links attest_gpu without the
 // gpu_emu kernel group (the conformance engine) can upload what emu_host_stage() prepares.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "attest/kernels/gpu/emu_prepare.hpp"
@@ -43,26 +44,32 @@ EmuRun emu_upload(const EmuHost& hs) {
     run.buffers.push_back(std::move(b));
     return run.buffers.back().data();
   };
-  ep.batches = static_cast<const EmuBatch*>(keep(to_device(batches)));
-  ep.items = static_cast<const EmuItem*>(keep(to_device(items)));
-  ep.qv = static_cast<const float*>(keep(to_device(qval)));
-  ep.kv = static_cast<const float*>(keep(to_device(kval)));
-  ep.vv = static_cast<const float*>(keep(to_device(vval)));
+  // The device pointer typed by the host vector's element type: a mismatch with EmuParams' field
+  // is a compile error, not a reinterpretation.
+  auto put = [&](const auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    return static_cast<const T*>(keep(to_device(v)));
+  };
+  ep.batches = put(batches);
+  ep.items = put(items);
+  ep.qv = put(qval);
+  ep.kv = put(kval);
+  ep.vv = put(vval);
   if (int8) {
-    ep.qi = static_cast<const std::int8_t*>(keep(to_device(qi)));
-    ep.ki = static_cast<const std::int8_t*>(keep(to_device(ki)));
+    ep.qi = put(qi);
+    ep.ki = put(ki);
   }
-  ep.qts = static_cast<const float*>(keep(to_device(qts)));
-  ep.kts = static_cast<const float*>(keep(to_device(kts)));
-  ep.vcs = static_cast<const float*>(keep(to_device(vcs)));
+  ep.qts = put(qts);
+  ep.kts = put(kts);
+  ep.vcs = put(vcs);
   if (mxqk) {
-    ep.qexp = static_cast<const std::int16_t*>(keep(to_device(qexp)));
-    ep.kexp = static_cast<const std::int16_t*>(keep(to_device(kexp)));
+    ep.qexp = put(qexp);
+    ep.kexp = put(kexp);
   }
-  if (mxv) ep.vexp = static_cast<const std::int16_t*>(keep(to_device(vexp)));
+  if (mxv) ep.vexp = put(vexp);
   if (smooth) {
-    ep.km = static_cast<const float*>(keep(to_device(km)));
-    ep.qraw = static_cast<const float*>(keep(to_device(qraw)));
+    ep.km = put(km);
+    ep.qraw = put(qraw);
   }
   const int64_t out_n = ep.total_rows * H * Dv, lse_n = H * ep.total_rows;
   ep.out = static_cast<float*>(keep(DeviceBuffer(static_cast<std::size_t>(std::max<int64_t>(1, out_n)) * 4)));

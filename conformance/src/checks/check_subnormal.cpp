@@ -110,9 +110,9 @@ class Subnormal final : public Check {
  private:
   // Device oracles (CheckOptions::device_oracles), for a kernel without a bitwise contract (its
   // rule needs the emulator's every element: host): the accuracy rule on the scaled inputs by the
-  // device engine, where a flushed output is 100% off. A kernel that declares ftz is first judged
-  // against flushed references (engine::JudgeRequest::flush_below); when none of its outputs is
-  // zero where FP64 is not, it did not flush and is judged as without the declaration (the host's
+  // device engine, where a flushed output is 100% off. A kernel that declares ftz and has outputs
+  // zero where FP64 is not is judged again against flushed references
+  // (engine::JudgeRequest::flush_below); one that did not flush keeps the plain verdict (the host's
   // judge_ftz likewise applies only to a kernel that flushed). Its counts are against FP64, not
   // the emulator (the emulator runs on the planned blocks only). Whether the V format keeps
   // 2^-130-scaled values at all is asked of the emulator on one head's first rows, a sub-problem
@@ -136,35 +136,34 @@ class Subnormal final : public Check {
       if (metrics::compare(probe.out, probe.out, 0).norm_ref == 0)
         return unsupported("the recipe's V format flushes 2^-130-scaled values itself: no subnormal accumulator to test");
     }
-    std::optional<Outcome> o;
-    if (ctx.caps().ftz) {
+    // Judged as without the declaration first: a kernel that keeps subnormals (no output zero
+    // where FP64 is not; the count is taken before any flush, so it is the same in both modes)
+    // is decided by that one device judgement, declaration or not.
+    std::optional<Outcome> o = device_verdict(ctx, "accuracy", in, k, why);
+    if (!o) return o;
+    const nlohmann::json::json_pointer at("/blocks/whole");
+    const auto whole_of = [&](const Outcome& x) { return x.figures.contains(at) ? x.figures.at(at) : nlohmann::json::object(); };
+    if (ctx.caps().ftz && whole_of(*o).value("zero_where_ref_nonzero", std::int64_t{0}) > 0) {
       o = device_verdict(ctx, "accuracy", in, k, why, kFltMin);
       if (!o) return o;
-      const nlohmann::json::json_pointer at("/blocks/whole");
-      const nlohmann::json whole = o->figures.contains(at) ? o->figures.at(at) : nlohmann::json::object();
+      const nlohmann::json whole = whole_of(*o);
       const std::int64_t flushed_n = whole.value("zero_where_ref_nonzero", std::int64_t{0}),
                          nonzero = whole.value("ref_nonzero", std::int64_t{0});
-      if (flushed_n > 0) {
-        o->figures["scale"] = "2^-130";
-        o->figures["declared"] = "ftz";
-        o->figures["flushed_to_zero"] = flushed_n;
-        o->figures["nonzero_reference"] = nonzero;
-        o->figures["counted_against"] = "FP64 reference";
-        const std::string declared =
-            fmt::format("ftz declared: {} of {} subnormal-range outputs flushed", flushed_n, nonzero);
-        if (o->verdict == Verdict::passed) {
-          o->reason = declared;
-        } else if (o->verdict == Verdict::failed) {
-          o->reason =
-              "V scaled by 2^-130 (subnormal-range outputs): " +
-              (o->reason.rfind("ftz declared", 0) == 0 ? o->reason
-                                                       : declared + "; against flushed references: " + o->reason);
-        }
-        return o;
+      o->figures["scale"] = "2^-130";
+      o->figures["declared"] = "ftz";
+      o->figures["flushed_to_zero"] = flushed_n;
+      o->figures["nonzero_reference"] = nonzero;
+      o->figures["counted_against"] = "FP64 reference";
+      const std::string declared = fmt::format("ftz declared: {} of {} subnormal-range outputs flushed", flushed_n, nonzero);
+      if (o->verdict == Verdict::passed) {
+        o->reason = declared;
+      } else if (o->verdict == Verdict::failed) {
+        o->reason = "V scaled by 2^-130 (subnormal-range outputs): " +
+                    (o->reason.rfind("ftz declared", 0) == 0 ? o->reason
+                                                             : declared + "; against flushed references: " + o->reason);
       }
+      return o;
     }
-    o = device_verdict(ctx, "accuracy", in, k, why);
-    if (!o) return o;
     o->figures["scale"] = "2^-130";
     if (o->verdict == Verdict::failed) o->reason = "V scaled by 2^-130 (subnormal-range outputs): " + o->reason;
     return o;
