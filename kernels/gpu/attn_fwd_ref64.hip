@@ -275,6 +275,26 @@ __device__ inline void copy_kv_tile(const Params& p, TIn* ks, TIn* vs, int ld, i
   cp_async_commit();
 }
 
+// Whether a V element this thread copied itself (copy_kv_tile's ownership, which depends on the
+// copy mode: elements, or 16-byte pieces of two doubles) is not finite: after cp_async_wait its
+// own copies are visible to it, another thread's only after a barrier. (Checking element idx
+// whatever the mode, as before 2026-12-07, read other threads' pieces in mode 2 before the
+// barrier: a race that could miss a non-finite V value.)
+template <int D>
+__device__ inline int own_nonfinite(const Params& p, const double* vs, int ld) {
+  int bad = 0;
+  if (p.kv_copy == 2) {
+    constexpr int W = 2, DW = D / W;
+    for (int idx = threadIdx.x; idx < kMmaKeys * DW; idx += kMmaThreads) {
+      const double* x = vs + (idx / DW) * ld + (idx % DW) * W;
+      bad |= !isfinite(x[0]) | !isfinite(x[1]);
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * ld + idx % D]);
+  }
+  return bad;
+}
+
 template <class TIn, int D>
 __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
   constexpr bool kF64 = sizeof(TIn) == 8;
@@ -338,8 +358,7 @@ __global__ void __launch_bounds__(kMmaThreads, 1) ref64_mma(Params p) {
       }
       // Each thread checks the V elements it copied itself (visible to it after the wait), on
       // tiles with masked keys only (the only ones whose result is used below).
-      if (j0 + kMmaKeys > min_hi)
-        for (int idx = tid; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * LD + idx % D]);
+      if (j0 + kMmaKeys > min_hi) bad = own_nonfinite<D>(p, vs, LD);
     } else {
       cp_async_wait<0>();
       __syncthreads();  // the staging tile is complete; every warp is done with the last tile
