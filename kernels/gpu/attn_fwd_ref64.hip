@@ -230,6 +230,11 @@ __device__ inline double quad_max(double x) {
   return max_of(x, __shfl_xor_sync(0xffffffffu, x, 2));
 }
 
+// Elements of T in one 16-byte piece of copy mode 2: copy_kv_tile's copy and own_nonfinite's
+// check must agree on which elements a thread owns.
+template <class T>
+inline constexpr int kPieceElems = 16 / sizeof(T);
+
 // Starts the copy of key tile [j0, j0+16) of K and V into `ks`/`vs` (element type TIn, row
 // stride ld). Keys at or beyond `max_hi` (seen by no row of the block) are never read: their
 // slots get zeros. Modes (Params::kv_copy): the tile's base pointers once per tile and 32-bit
@@ -256,7 +261,7 @@ __device__ inline void copy_kv_tile(const Params& p, TIn* ks, TIn* vs, int ld, i
     const int k1 = static_cast<int>(p.k.stride[1]), k3 = static_cast<int>(p.k.stride[3]);
     const int v1 = static_cast<int>(p.v.stride[1]), v3 = static_cast<int>(p.v.stride[3]);
     if (p.kv_copy == 2) {
-      constexpr int W = 16 / sizeof(TIn), DW = D / W;  // elements per piece, pieces per row
+      constexpr int W = kPieceElems<TIn>, DW = D / W;  // elements per piece, pieces per row
       for (int idx = threadIdx.x; idx < kMmaKeys * DW; idx += kMmaThreads) {
         const int r = idx / DW, c = (idx % DW) * W;
         const bool in = r < nin;
@@ -276,7 +281,7 @@ __device__ inline void copy_kv_tile(const Params& p, TIn* ks, TIn* vs, int ld, i
 }
 
 // Whether a V element this thread copied itself (copy_kv_tile's ownership, which depends on the
-// copy mode: elements, or 16-byte pieces of two doubles) is not finite: after cp_async_wait its
+// copy mode: elements, or 16-byte pieces of kPieceElems doubles) is not finite: after cp_async_wait its
 // own copies are visible to it, another thread's only after a barrier. (Checking element idx
 // whatever the mode, as before 2026-12-07, read other threads' pieces in mode 2 before the
 // barrier: a race that could miss a non-finite V value.)
@@ -284,10 +289,11 @@ template <int D>
 __device__ inline int own_nonfinite(const Params& p, const double* vs, int ld) {
   int bad = 0;
   if (p.kv_copy == 2) {
-    constexpr int W = 2, DW = D / W;
+    constexpr int W = kPieceElems<double>, DW = D / W;
     for (int idx = threadIdx.x; idx < kMmaKeys * DW; idx += kMmaThreads) {
       const double* x = vs + (idx / DW) * ld + (idx % DW) * W;
-      bad |= !isfinite(x[0]) | !isfinite(x[1]);
+#pragma unroll
+      for (int w = 0; w < W; ++w) bad |= !isfinite(x[w]);
     }
   } else {
     for (int idx = threadIdx.x; idx < kMmaKeys * D; idx += kMmaThreads) bad |= !isfinite(vs[(idx / D) * ld + idx % D]);
