@@ -30,7 +30,7 @@ add_custom_command(OUTPUT ${_gate_embedded}
 
 file(GLOB _gate_checks CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/src/checks/check_*.cpp)
 attest_library(attest_conformance
-  SOURCES src/case.cpp src/verdict.cpp src/tolerance.cpp src/context.cpp src/suite.cpp src/gate.cpp src/engine.cpp
+  SOURCES src/case.cpp src/verdict.cpp src/tolerance.cpp src/context.cpp src/suite.cpp src/gate.cpp src/engine.cpp src/operands.cpp
           src/check_registry.cpp ${_gate_checks} ${_gate_embedded} ${_gate_stamp}
   DEPS attest_core attest_report attest_metrics attest_reference attest_datasets attest_kernel_registry
        nlohmann_json::nlohmann_json fmt::fmt OpenMP::OpenMP_CXX)
@@ -53,7 +53,7 @@ if(ATTEST_BUILD_TESTS)
 
   attest_test(conformance_tests
     SOURCES tests/test_case.cpp tests/test_tolerance.cpp tests/test_suite_files.cpp tests/test_reports.cpp
-            tests/test_checks_fake.cpp tests/test_containment.cpp tests/test_engine.cpp
+            tests/test_checks_fake.cpp tests/test_containment.cpp tests/test_engine.cpp tests/test_operands.cpp
     DEPS attest_conformance attest_reference Boost::boost
     LABELS unit)
   if(TARGET conformance_tests)

@@ -120,7 +120,8 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
                 dtype: Optional[str] = None, contract: str = "accuracy", device: str = "cuda", causal: str = "top_left",
                 sample_rows: Optional[int] = None, sample_macs: Optional[float] = None,
                 tolerances: Optional[str] = None, name: Optional[str] = None, kwargs: Optional[dict] = None,
-                mutates_inputs: bool = False, scratch_bytes: Optional[int] = None) -> DeviceResult:
+                mutates_inputs: bool = False, scratch_bytes: Optional[int] = None,
+                operands: Optional[Callable] = None) -> DeviceResult:
     """Runs one case on device-resident tensors and returns the C++ verdicts.
 
     descriptor: "recipe=bf16 problem=b1h40s75600d128 dist=normal seed=1" (kernel= optional).
@@ -135,7 +136,12 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     one, is not judged on this path (the gate's callback path judges it). Every call is followed by
     the input guard (fingerprints of q, k, v before and after: a callable that writes into its
     inputs fails `input_guard`); mutates_inputs=True hands each call copies instead. scratch_bytes:
-    the device FP64 reference chunk (None: the library's 512 MiB)."""
+    the device FP64 reference chunk (None: the library's 512 MiB).
+    operands: fn(q, k, v, *, causal, scale) -> {"q": {"codes", "scales"}, "k": {"codes", "scales",
+    "mean"}, ...}, the quantized operands the kernel hands its attention stage (codes int8 in the
+    declared layout, scales in the recipe quantizer's scales order, mean the smoothing km
+    subtracted, in the layout of k with one token): check `operands` judges them against the
+    recipe's quantizer on the same inputs (conformance/operands.hpp), on a host copy of them."""
     torch = _torch()
     t_start = time.perf_counter()
     f = parse_descriptor(descriptor)
@@ -250,6 +256,11 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
             rows += rep["results"]
             rc = max(rc, jrc)
 
+        if operands is not None:
+            rows.append(_operands_row(torch, operands, base, p, layout, kw, is_causal, stats, guarded,
+                                      (qin, kin, vin), {"q": qk, "k": kk, "v": vk}))
+            rc = max(rc, 0 if rows[-1]["verdict"] in ("passed", "unsupported", "accepted") else 1)
+
         def same(check, what, other):
             c0 = time.perf_counter()
             N.call("device_log_compare", log=log, check=check, what=what, a=view(out), b=view(other))
@@ -292,6 +303,44 @@ def device_case(fn: Callable, descriptor: str, *, checks: Sequence[str] = ("accu
     stats["wall_s"] = time.perf_counter() - t_start
     stats["harness_s"] = stats["wall_s"] - stats["kernel_s"]
     return DeviceResult(desc, rows, rc, stats)
+
+
+def _operands_row(torch, operands, base, p, layout, kw, is_causal, stats, guarded, ins, inputs) -> dict:
+    """Calls the kernel's operands function once on the case's inputs (input guard after it, as
+    after every call) and has the library judge its codes, scales and km (check `operands`).
+    Everything is copied to host memory first: the check runs on the host."""
+    t0 = time.perf_counter()
+    got = guarded("operands call", operands(*ins, causal=is_causal, scale=p["scale"], **kw))
+    if not isinstance(got, dict) or not got or set(got) - {"q", "k", "v"}:
+        raise N.AttestError(f"operands: the function returned {type(got).__name__} {list(got) if isinstance(got, dict) else ''}"
+                            ", expected a dict with keys among q, k, v")
+    # bhsd tensors are [B,H,S,D] as the library wants them; bshd ones [B,S,H,D] are permuted.
+    hnd = (lambda x: x) if layout == "bhsd" else (lambda x: x.permute(0, 2, 1, 3))
+    ops = []
+    keep = []  # host copies alive until the library has read them
+    for role, d in got.items():
+        if not isinstance(d, dict) or "codes" not in d or "scales" not in d:
+            raise N.AttestError(f"operands: '{role}' must be a dict with codes and scales (and mean for a smoothed K)")
+        x = inputs[role].permute(0, 2, 1, 3)  # inputs are [B,S,H,D]: the library reads [B,H,S,D]
+        items = {"input": x, "codes": hnd(d["codes"]), "scales": d["scales"].reshape(-1)}
+        if d.get("mean") is not None:
+            items["mean"] = hnd(d["mean"])
+        entry = {"role": role}
+        for key, t in items.items():
+            h = t.detach().contiguous().cpu()
+            keep.append(h)
+            name = str(h.dtype).replace("torch.", "")
+            if name not in ("int8", "float32", "float16", "bfloat16"):
+                raise N.AttestError(f"operands: {role} {key} is {h.dtype}, expected int8 (codes) or a float dtype")
+            entry[key] = {"ptr": int(h.data_ptr()), "dtype": name, "shape": list(h.shape), "strides": list(h.stride()),
+                          "device": False}
+        ops.append(entry)
+    stats["operands_copy_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    _, rep = N.call("device_operands", **base, scale=p["scale"], operands=ops)
+    stats["operands_s"] = time.perf_counter() - t0
+    del keep
+    return rep["results"][0]
 
 
 def _graph_call(torch, fn, q, k, v, causal, scale, kw, to_layout):

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attest/conformance/engine.hpp"
+#include "attest/conformance/operands.hpp"
 #include "attest/core/status.hpp"
 #include "attest/datasets/distributions.hpp"
 #include "attest_py_internal.hpp"
@@ -171,6 +172,73 @@ json op_log(const std::string& op, const json& req, int& rc) {
   return json{{"results", results_json(rows)}, {"exit_code", rc}};
 }
 
+// A host tensor of any rank and of dtype int8 / float32 / float16 / bfloat16 as a contiguous
+// Tensor (int8 kept, the others as f32 values); `dtype` receives the view's own dtype.
+Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
+  if (!req.contains(name) || req.at(name).is_null()) throw Error(fmt::format("tensor '{}' is missing", name));
+  const json& j = req.at(name);
+  if (j.value("device", false)) throw Error(fmt::format("tensor '{}': the operands check reads host memory (pass .cpu())", name));
+  const auto ptr = j.at("ptr").get<std::uintptr_t>();
+  if (ptr == 0) throw Error(fmt::format("tensor '{}': NULL data pointer", name));
+  const auto dt = j.at("dtype").get<std::string>();
+  const auto shape = j.at("shape").get<std::vector<i64>>(), strides = j.at("strides").get<std::vector<i64>>();
+  if (shape.size() != strides.size() || shape.empty())
+    throw Error(fmt::format("tensor '{}': {} extents and {} strides", name, shape.size(), strides.size()));
+  for (const i64 e : shape)
+    if (e < 0) throw Error(fmt::format("tensor '{}': negative extent {}", name, e));
+  const DType src = dt == "i8" || dt == "int8" ? DType::i8 : dt == "f32" || dt == "float32" ? DType::f32
+                  : dt == "f16" || dt == "float16" ? DType::f16 : dt == "bf16" || dt == "bfloat16" ? DType::bf16
+                  : throw Error(fmt::format("tensor '{}': dtype '{}' is not int8, float32, float16 or bfloat16", name, dt));
+  if (dtype != nullptr) *dtype = src;
+  Tensor t(src == DType::i8 ? DType::i8 : DType::f32, Shape(shape.begin(), shape.end()));
+  TensorRef r;  // element decoding written once (elem::load); the index walk over any rank here
+  r.data = reinterpret_cast<const void*>(ptr);
+  r.dtype = src == DType::i8 ? DType::f32 : src;
+  const i64 n = t.numel();
+  bool contiguous = true;
+  for (std::size_t d = shape.size(), want = 1; d-- > 0; want *= static_cast<std::size_t>(shape[d]))
+    contiguous = contiguous && (shape[d] == 1 || strides[d] == static_cast<i64>(want));
+  if (contiguous) {  // the usual case (the Python side passes .contiguous() copies): one pass
+#pragma omp parallel for schedule(static)
+    for (i64 i = 0; i < n; ++i) {
+      if (src == DType::i8) t.data<std::int8_t>()[i] = static_cast<const std::int8_t*>(r.data)[i];
+      else t.data<float>()[i] = static_cast<float>(elem::load(r, i));
+    }
+    return t;
+  }
+  std::vector<i64> idx(shape.size(), 0);
+  for (i64 i = 0; i < n; ++i) {
+    i64 off = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) off += idx[d] * strides[d];
+    if (src == DType::i8) t.data<std::int8_t>()[i] = static_cast<const std::int8_t*>(r.data)[off];
+    else t.data<float>()[i] = static_cast<float>(elem::load(r, off));
+    for (std::size_t d = shape.size(); d-- > 0;)
+      if (++idx[d] < shape[d]) break;
+      else idx[d] = 0;
+  }
+  return t;
+}
+
+// Check `operands` (conformance/operands.hpp): the kernel's codes, scales and km, host memory.
+json op_operands(const json& req, int& rc) {
+  const conformance::Case c = case_from(req);
+  std::vector<conformance::KernelOperand> ops;
+  for (const auto& o : req.at("operands")) {
+    conformance::KernelOperand k;
+    k.role = o.at("role").get<std::string>();
+    k.input = host_tensor(o, "input", &k.input_dtype);
+    k.codes = host_tensor(o, "codes");
+    k.scales = host_tensor(o, "scales");
+    if (o.contains("mean") && !o.at("mean").is_null()) k.mean = host_tensor(o, "mean");
+    ops.push_back(std::move(k));
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  conformance::Outcome out = conformance::judge_operands(c.recipe, req.at("scale").get<double>(), ops);
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  rc = conformance::verdict_ok(out.verdict) ? 0 : 1;
+  return json{{"results", results_json({engine::make_result(c, "operands", std::move(out), secs)})}, {"exit_code", rc}};
+}
+
 json op_generate(const json& req) {
   const Problem p = parse_problem(req.at("problem").get<std::string>());
   const auto t0 = std::chrono::steady_clock::now();
@@ -189,11 +257,12 @@ json op_device(const std::string& op, const json& req, int& rc) {
   if (op == "device_plan") return op_plan(req);
   if (op == "device_generate") return op_generate(req);
   if (op == "device_judge") return op_judge(req, rc);
+  if (op == "device_operands") return op_operands(req, rc);
   if (op.rfind("device_log_", 0) == 0 &&
       (op == "device_log_open" || op == "device_log_compare" || op == "device_log_fingerprint" || op == "device_log_close"))
     return op_log(op, req, rc);
   throw Error("op '" + op +
-              "' is not one of device_info, device_plan, device_generate, device_judge, device_log_open, device_log_compare, "
+              "' is not one of device_info, device_plan, device_generate, device_judge, device_operands, device_log_open, device_log_compare, "
               "device_log_fingerprint, device_log_close");
 }
 

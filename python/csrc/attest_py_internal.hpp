@@ -36,7 +36,7 @@ using conformance::engine::make_result;
 conformance::Case case_from(const nlohmann::json& req, const std::string& kernel_key = "kernel");
 
 // attest_py_device.cpp: bindings of the conformance engine (docs/python.md "Device-resident cases").
-// `op` is one of device_info, device_plan, device_generate, device_judge, device_log_open,
+// `op` is one of device_info, device_plan, device_generate, device_judge, device_operands, device_log_open,
 // device_log_compare, device_log_fingerprint, device_log_close.
 bool is_device_op(const std::string& op);
 nlohmann::json op_device(const std::string& op, const nlohmann::json& req, int& rc);

@@ -17,11 +17,15 @@ Jobs (each time-boxed; a failure or refusal of one is recorded and the next runs
   fp8_plants   planted FP8 bugs on cuDNN FP8 (fp8_plants()), dist=normal seed 1
   sage_plants  the Sage-internal plants (sage_plants.py: sageattn 1.0.6's own pipeline and Triton
          kernels with one step changed: K scales per tensor, smooth-K mean of one block, the last
-         partial K block's scale from the previous block), fp16 inputs, dist from --plant-dist
+         partial K block's scale from the previous block), each judged by accuracy and by check
+         `operands` (the plant's codes, scales and km against the recipe quantizer: the check meant
+         for the two quantizer plants that stay inside Sage's output noise), fp16 inputs, dist from --plant-dist
          (default diffusion: DiT-like K with per-channel offsets, outlier channels and outlier
          tokens, the structure smooth-K and per-block scales exist for; on normal K the mean is ~0
          and block scales vary little), seed 1; first an unplanted control, sageattn itself on the
-         same inputs, under "plant_controls"
+         same inputs (its own quantizer under `operands`), under "plant_controls"
+  --sage-operands  the sage job also judges sageattn's own quantizer (check `operands`) at each shape;
+         --dist sets the sage / fp8 jobs' dist (default normal), --seeds their seeds
 Writes OUT/lowp.json: card, torch, per (job, shape) {verdicts, reasons, wall_s, judge_s, kernel_s,
 coverage, sample, rows}, goals sage_wan_s / fp8_wan_s (the Wan 720p wall time; goal <= 60 s),
 planted [{name, kernel, problem, dist, seed, expected_check, failed_by, verdicts, accuracy_figures, ...}]
@@ -70,13 +74,17 @@ def fp8_plants():
         return out, lse
     v_twice.__name__ = "cudnn_fp8_v_scale_twice_head20"
     _ = torch
-    return [("p_quantized_e5m2_not_e4m3", "accuracy", e5m2), ("v_fp8_scale_applied_twice_in_one_head", "accuracy", v_twice)]
+    return [("p_quantized_e5m2_not_e4m3", "accuracy", e5m2, None), ("v_fp8_scale_applied_twice_in_one_head", "accuracy", v_twice, None)]
 
 
 def sage_plants():
-    """The Sage-internal plants of issue 34 (scripts/device/sage_plants.py), accuracy each."""
+    """The Sage-internal plants of issue 34 (scripts/device/sage_plants.py): judged by accuracy
+    and by `operands` (the plant's own codes, scales and km against the recipe quantizer). The
+    per-tensor K scale is meant for accuracy (it moves the output beyond the budget); the two
+    quantizer plants that stay inside Sage's noise on the output are meant for `operands`."""
     import sage_plants as SP  # noqa: PLC0415  (scripts/device/sage_plants.py)
-    return [(n, "accuracy", SP.plant_fn(n)) for n in SP.PLANTS]
+    meant = {"k_scales_per_tensor_not_per_block": "accuracy"}
+    return [(n, meant.get(n, "operands"), SP.plant_fn(n), SP.operands_fn(n)) for n in SP.PLANTS]
 
 
 def brief(r) -> dict:
@@ -85,10 +93,12 @@ def brief(r) -> dict:
             **{k: r.stats.get(k) for k in ("wall_s", "judge_s", "kernel_s", "generate_s", "harness_s", "coverage",
                                             "peak_mem_over_io", "calls")},
             "sample": r.stats.get("sample"),
-            "accuracy_figures": next((x.get("figures") for x in r.rows if x["check"] == "accuracy"), None)}
+            "accuracy_figures": next((x.get("figures") for x in r.rows if x["check"] == "accuracy"), None),
+            "operands_figures": next((x.get("figures") for x in r.rows if x["check"] == "operands"), None),
+            **{k: r.stats.get(k) for k in ("operands_s", "operands_copy_s") if k in r.stats}}
 
 
-def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False) -> dict:
+def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False, operands=None) -> dict:
     """One plant (or control, expected None) judged by accuracy only. Caught (failed_by) only when
     the expected check's verdict is "failed": an "error" verdict is attest failing to judge, not a
     catch, and is recorded under "error"."""
@@ -97,7 +107,7 @@ def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False) -> dic
     t0 = time.perf_counter()
     try:
         r = attest.device_case(fn, desc, dtype=dtype, configs=("contig",), name=base["name"], checks=("accuracy",),
-                               mutates_inputs=mutates_inputs)
+                               mutates_inputs=mutates_inputs, operands=operands)
         row = {**base, **brief(r)}
         v = row["verdicts"]
         row["failed_by"] = expected if expected and v.get(expected) == "failed" else None
@@ -125,7 +135,8 @@ def run_plants(job, args, res, save) -> None:
         else:
             kernel, recipe, dtype, dists = "sageattention 1.0.6 (sage_plants.py)", H.sage_recipe(), "float16", \
                 args.plant_dist.split(",")
-            plants, control = sage_plants(), ("sage1_unplanted", sage_fn())
+            import sage_plants as SP  # noqa: PLC0415
+            plants, control = sage_plants(), ("sage1_unplanted", sage_fn(), SP.operands_fn(None))
     except Exception as e:  # noqa: BLE001
         res["runs"].append({"job": job, "error": f"{type(e).__name__}: {e}"[:400]})
         save()
@@ -136,14 +147,15 @@ def run_plants(job, args, res, save) -> None:
         if control and left(args.budget) >= 45:
             # Sage itself on the plants' inputs: a catch means something only where this passes.
             res.setdefault("plant_controls", []).append(
-                judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=True))
+                judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=True,
+                            operands=control[2]))
             save()
-        for name, expected, fn in plants:
+        for name, expected, fn, ops in plants:
             row = {"name": name, **base, "expected_check": expected}
             if left(args.budget) < 45:
                 res["planted"].append({**row, "failed_by": None, "skipped": "time budget"})
                 continue
-            res["planted"].append(judge_plant(fn, expected, row, dtype=dtype))
+            res["planted"].append(judge_plant(fn, expected, row, dtype=dtype, operands=ops))
             save()
 
 
@@ -152,6 +164,8 @@ def main() -> int:
     ap.add_argument("--run", default="sage,fp8")
     ap.add_argument("--shapes", default=f"{WAN},{WAN480}")
     ap.add_argument("--seeds", default="1", help="seeds per shape (false-alarm runs), e.g. 2,3,4")
+    ap.add_argument("--dist", default="normal", help="dist of the sage / fp8 jobs")
+    ap.add_argument("--sage-operands", action="store_true", help="the sage job also judges sageattn's quantizer (operands)")
     ap.add_argument("--plant-dist", default="diffusion", help="dist of the Sage plants and their control, e.g. "
                     "diffusion,normal (each plant on each)")
     args = ap.parse_args()
@@ -187,9 +201,15 @@ def main() -> int:
             t0 = time.perf_counter()
             try:
                 # Sage 1.0.6 is handed copies (mutates_inputs): the torch_kernels gate's declaration.
-                r = attest.device_case(fn, f"recipe={recipe} problem={shape} dist=normal seed={seed}", dtype=dtype,
-                                       configs=("contig",), name=f"{job}_{shape}", mutates_inputs=job == "sage")
-                row = {"job": job, "shape": shape, "seed": seed, "recipe": recipe, **brief(r), "rows": r.rows}
+                # Sage's own quantizer is judged too (check `operands`, --sage-operands).
+                ops = None
+                if job == "sage" and args.sage_operands:
+                    import sage_plants as SP  # noqa: PLC0415
+                    ops = SP.operands_fn(None)
+                r = attest.device_case(fn, f"recipe={recipe} problem={shape} dist={args.dist} seed={seed}", dtype=dtype,
+                                       configs=("contig",), name=f"{job}_{shape}", mutates_inputs=job == "sage",
+                                       operands=ops)
+                row = {"job": job, "shape": shape, "seed": seed, "dist": args.dist, "recipe": recipe, **brief(r), "rows": r.rows}
             except Exception as e:  # noqa: BLE001
                 row = {"job": job, "shape": shape, "seed": seed, "recipe": recipe, "error": f"{type(e).__name__}: {e}"[:600],
                        "trace": traceback.format_exc()[-1500:]}

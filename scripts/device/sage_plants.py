@@ -42,9 +42,10 @@ def int8_codes(x, scale):
     return y.clamp(-127.0, 127.0).trunc().to(torch.int8)
 
 
-def quantize(q, k, scale, plant=None):
+def quantize(q, k, scale, plant=None, with_mean=False):
     """sageattn's smoothing and per_block_int8 on HND q, k, with `plant` (None: as sageattn) ->
-    q_int8, q_scale, k_int8, k_scale, the arguments of the attention kernels."""
+    q_int8, q_scale, k_int8, k_scale, the arguments of the attention kernels (and km, the mean
+    subtracted, with with_mean)."""
     from sageattention import core  # noqa: PLC0415
     if plant is not None and plant not in PLANTS:
         raise ValueError(f"unknown Sage plant '{plant}'")
@@ -62,6 +63,8 @@ def quantize(q, k, scale, plant=None):
         k_int8, k_scale = int8_codes(k, s), k_scale.fill_(s)
     elif plant == PLANTS[2]:
         k_scale[:, :, -1:] = k_scale[:, :, -2:-1].clone()  # (b, h, 1, 1): the last full block's scale
+    if with_mean:
+        return q_int8, q_scale, k_int8, k_scale, km
     return q_int8, q_scale, k_int8, k_scale
 
 
@@ -77,6 +80,22 @@ def pipeline(q, k, v, *, causal=False, scale=None, plant=None):
         v = v.to(torch.float16)
     attn = core.attn_true if causal else core.attn_false
     return attn(q_int8, k_int8, v, q_scale, k_scale, tensor_layout="HND", output_dtype=dtype)
+
+
+def operands_fn(plant=None):
+    """The operands the attention kernels get, for attest.device_case(operands=...) (check
+    `operands`): fn(q, k, v, *, causal, scale) -> {"q": {codes, scales}, "k": {codes, scales, mean}}
+    from quantize() with `plant` (None: sageattn's own). q_scale / k_scale are [B, H, blocks(, 1)]
+    in block order, the layout of the recipe quantizer's scales."""
+    if plant is not None and plant not in PLANTS:
+        raise ValueError(f"unknown Sage plant '{plant}'")
+
+    def fn(q, k, v, *, causal=False, scale=None):
+        sc = q.size(-1) ** -0.5 if scale is None else scale
+        qc, qs, kc, ks, km = quantize(q, k, sc, plant, with_mean=True)
+        return {"q": {"codes": qc, "scales": qs}, "k": {"codes": kc, "scales": ks, "mean": km}}
+    fn.__name__ = f"sage1_operands_{plant or 'unplanted'}"
+    return fn
 
 
 def plant_fn(plant):

@@ -1,0 +1,160 @@
+// Check `operands` (operands.hpp). Oracles: the reference quantizer (ref::quantize) on the call's
+// inputs, and an independently written model of Sage 1.0.6's fp16 path (mean summed in float in
+// token order then rounded to fp16, k - km rounded to fp16, then the scheme without smoothing):
+// both are correct kernels and must pass. The plants (issue 34's Sage plants and two more) are
+// closed-form edits of those operands and must fail, each on the figure it moves.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "attest/conformance/operands.hpp"
+#include "attest/core/recipe.hpp"
+#include "attest/core/status.hpp"
+#include "attest/reference/formats.hpp"
+#include "attest/reference/quantize.hpp"
+
+namespace attest::conformance {
+namespace {
+
+using i64 = std::int64_t;
+constexpr i64 B = 1, H = 2, T = 200, C = 64;  // 200 = 3 x 64 + 8: a partial last K block
+constexpr double kScale = 0.125;              // 1 / sqrt(64)
+
+float f16(float x) { return ref::round_to(FormatId::fp16, x); }
+
+// fp16-valued Q and K with per-channel offsets (what smooth-K exists for).
+Tensor fill(unsigned seed, bool offsets) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> off(C);
+  for (auto& o : off) o = offsets ? 3.0f * n(g) : 0.0f;
+  Tensor x(DType::f32, {B, H, T, C});
+  float* p = x.data<float>();
+  for (i64 i = 0; i < x.numel(); ++i) p[i] = f16(off[i % C] + n(g));
+  return x;
+}
+
+Recipe sage() {
+  Recipe r;
+  r.q = parse_scheme("int8:per_block=128:round=half:prescale=sm_log2e");
+  r.k = parse_scheme("int8:per_block=64:round=half:smooth=fp32");
+  return r;
+}
+
+// Sage's fp16 K path, written here: km = fp16(mean in float, token order); k' = fp16(k - km);
+// per-block int8 of k' (the scheme without smoothing). `mean_rows` < T: the mean of the first
+// rows only (the plant smooth_k_mean_over_one_block).
+KernelOperand sage_k(const Tensor& k, i64 mean_rows = T) {
+  KernelOperand o{"k", k, DType::f16, {}, {}, Tensor(DType::f32, {B, H, 1, C})};
+  Tensor kp(DType::f32, {B, H, T, C});
+  const float* x = k.data<float>();
+  for (i64 h = 0; h < H; ++h)
+    for (i64 c = 0; c < C; ++c) {
+      float sum = 0;
+      for (i64 t = 0; t < mean_rows; ++t) sum += x[(h * T + t) * C + c];
+      const float km = f16(sum / static_cast<float>(mean_rows));
+      o.mean.data<float>()[h * C + c] = km;
+      for (i64 t = 0; t < T; ++t) kp.data<float>()[(h * T + t) * C + c] = f16(x[(h * T + t) * C + c] - km);
+    }
+  const auto qz = ref::quantize(kp, parse_scheme("int8:per_block=64:round=half"));
+  o.codes = qz.codes;
+  o.scales = qz.scales;
+  return o;
+}
+
+KernelOperand ref_q(const Tensor& q) {
+  ref::QuantInputs in;
+  in.sm_scale = kScale;
+  const auto qz = ref::quantize(q, sage().q, in);
+  return {"q", q, DType::f16, qz.codes, qz.scales, {}};
+}
+
+struct Operands : ::testing::Test {
+  Tensor q = fill(1, false), k = fill(2, true);
+};
+
+TEST_F(Operands, TheReferenceQuantizerAndAnIndependentFp16SagePathPass) {
+  const auto o = judge_operands(sage(), kScale, {ref_q(q), sage_k(k)});
+  EXPECT_EQ(o.verdict, Verdict::passed) << o.reason;
+  EXPECT_EQ(o.figures.at("k").at("scales").at("groups").get<i64>(), B * H * 4);
+  EXPECT_EQ(o.figures.at("q").at("codes").at("elements").get<i64>(), B * H * T * C);
+  // Without the kernel's km (the reference's FP64 mean, the mean bound widening each value's).
+  KernelOperand k2 = sage_k(k);
+  k2.mean = Tensor();
+  const auto o2 = judge_operands(sage(), kScale, {k2});
+  EXPECT_EQ(o2.verdict, Verdict::passed) << o2.reason;
+  // The reference's own K quantization (smooth=fp32, FP64 mean rounded to float) passes too.
+  const auto rk = ref::quantize(k, sage().k);
+  const auto o3 = judge_operands(sage(), kScale, {{"k", k, DType::f32, rk.codes, rk.scales, rk.mean}});
+  EXPECT_EQ(o3.verdict, Verdict::passed) << o3.reason;
+}
+
+TEST_F(Operands, SmoothKMeanOverOneBlockFails) {
+  const auto o = judge_operands(sage(), kScale, {sage_k(k, 64)});
+  ASSERT_EQ(o.verdict, Verdict::failed);
+  EXPECT_NE(o.reason.find("smoothing means off"), std::string::npos) << o.reason;
+  EXPECT_GT(o.figures.at("k").at("mean").at("off").get<i64>(), B * H * C / 2);
+  // Codes and scales follow the kernel's (wrong) km consistently: the mean is the finding.
+  EXPECT_EQ(o.figures.at("k").at("scales").at("off").get<i64>(), 0);
+  EXPECT_EQ(o.figures.at("k").at("codes").at("off").get<i64>(), 0);
+}
+
+TEST_F(Operands, LastPartialBlockScaleFromThePreviousBlockFails) {
+  KernelOperand kk = sage_k(k);
+  float* s = kk.scales.data<float>();  // [B, H, 4, 1]
+  for (i64 h = 0; h < H; ++h) s[h * 4 + 3] = s[h * 4 + 2];
+  const auto o = judge_operands(sage(), kScale, {kk});
+  ASSERT_EQ(o.verdict, Verdict::failed);
+  EXPECT_NE(o.reason.find("scales off"), std::string::npos) << o.reason;
+  const auto& w = o.figures.at("k").at("scales").at("worst").at("at");
+  EXPECT_EQ(w.at(2).get<i64>(), 3);  // the last block
+}
+
+TEST_F(Operands, KScalesPerTensorAndOneCodeOffByTwoFail) {
+  KernelOperand kk = sage_k(k);
+  float* s = kk.scales.data<float>();
+  float mx = 0;
+  for (i64 i = 0; i < kk.scales.numel(); ++i) mx = std::max(mx, s[i]);
+  for (i64 i = 0; i < kk.scales.numel(); ++i) s[i] = mx;
+  EXPECT_EQ(judge_operands(sage(), kScale, {kk}).verdict, Verdict::failed);
+
+  KernelOperand qq = ref_q(q);
+  auto* c = qq.codes.data<std::int8_t>();
+  const i64 at = (1 * T + 130) * C + 5;  // head 1, token 130, channel 5
+  c[at] = static_cast<std::int8_t>(c[at] > 0 ? c[at] - 2 : c[at] + 2);
+  const auto o = judge_operands(sage(), kScale, {qq});
+  ASSERT_EQ(o.verdict, Verdict::failed);
+  EXPECT_EQ(o.figures.at("q").at("codes").at("off").get<i64>(), 1);
+  EXPECT_EQ(o.figures.at("q").at("codes").at("worst").at("at"), (nlohmann::json{0, 1, 130, 5}));
+  EXPECT_EQ(o.figures.at("q").at("scales").at("off").get<i64>(), 0);
+}
+
+// A one-ulp move of a scale at its group's amax-rounding boundary is within the bound; a relative
+// 1e-3 move is not (the fp16 smoothing bound is 2^-11 ~ 4.9e-4 of amax / 127).
+TEST_F(Operands, ScaleBoundSeparatesRoundingFromADefect) {
+  KernelOperand kk = sage_k(k);
+  kk.scales.data<float>()[1] = std::nextafter(kk.scales.data<float>()[1], 1.0f);
+  EXPECT_EQ(judge_operands(sage(), kScale, {kk}).verdict, Verdict::passed);
+  kk.scales.data<float>()[1] *= 1.002f;
+  const auto o = judge_operands(sage(), kScale, {kk});
+  EXPECT_EQ(o.verdict, Verdict::failed);
+  EXPECT_EQ(o.figures.at("k").at("scales").at("off").get<i64>(), 1);
+}
+
+TEST_F(Operands, UnmodelledSchemesAreRefusedAndBadShapesThrow) {
+  Recipe r = sage();
+  r.k = parse_scheme("fp8_e4m3fn:per_channel");
+  const auto o = judge_operands(r, kScale, {sage_k(k)});
+  EXPECT_EQ(o.verdict, Verdict::unsupported);
+  EXPECT_NE(o.reason.find("int8 schemes only"), std::string::npos) << o.reason;
+  KernelOperand kk = sage_k(k);
+  kk.scales = Tensor(DType::f32, {B, H, 3, 1});
+  EXPECT_THROW(judge_operands(sage(), kScale, {kk}), Error);
+  kk = sage_k(k);
+  kk.role = "p";
+  EXPECT_THROW(judge_operands(sage(), kScale, {kk}), Error);
+}
+
+}  // namespace
+}  // namespace attest::conformance
