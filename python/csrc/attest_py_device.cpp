@@ -186,9 +186,12 @@ Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
     throw Error(fmt::format("tensor '{}': {} extents and {} strides", name, shape.size(), strides.size()));
   for (const i64 e : shape)
     if (e < 0) throw Error(fmt::format("tensor '{}': negative extent {}", name, e));
-  const DType src = dt == "i8" || dt == "int8" ? DType::i8 : dt == "f32" || dt == "float32" ? DType::f32
-                  : dt == "f16" || dt == "float16" ? DType::f16 : dt == "bf16" || dt == "bfloat16" ? DType::bf16
-                  : throw Error(fmt::format("tensor '{}': dtype '{}' is not int8, float32, float16 or bfloat16", name, dt));
+  DType src;
+  if (dt == "i8" || dt == "int8") src = DType::i8;
+  else if (dt == "f32" || dt == "float32") src = DType::f32;
+  else if (dt == "f16" || dt == "float16") src = DType::f16;
+  else if (dt == "bf16" || dt == "bfloat16") src = DType::bf16;
+  else throw Error(fmt::format("tensor '{}': dtype '{}' is not int8, float32, float16 or bfloat16", name, dt));
   if (dtype != nullptr) *dtype = src;
   Tensor t(src == DType::i8 ? DType::i8 : DType::f32, Shape(shape.begin(), shape.end()));
   TensorRef r;  // element decoding written once (elem::load); the index walk over any rank here
