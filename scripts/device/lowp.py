@@ -98,7 +98,7 @@ def brief(r) -> dict:
             **{k: r.stats.get(k) for k in ("operands_s", "operands_copy_s") if k in r.stats}}
 
 
-def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False, operands=None) -> dict:
+def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False, operands=None, checks=("accuracy",)) -> dict:
     """One plant (or control, expected None) judged by accuracy only. Caught (failed_by) only when
     the expected check's verdict is "failed": an "error" verdict is attest failing to judge, not a
     catch, and is recorded under "error"."""
@@ -106,7 +106,7 @@ def judge_plant(fn, expected, base: dict, *, dtype, mutates_inputs=False, operan
     desc = f"recipe={base['recipe']} problem={base['problem']} dist={base['dist']} seed={base['seed']}"
     t0 = time.perf_counter()
     try:
-        r = attest.device_case(fn, desc, dtype=dtype, configs=("contig",), name=base["name"], checks=("accuracy",),
+        r = attest.device_case(fn, desc, dtype=dtype, configs=("contig",), name=base["name"], checks=checks,
                                mutates_inputs=mutates_inputs, operands=operands)
         row = {**base, **brief(r)}
         v = row["verdicts"]
@@ -137,25 +137,29 @@ def run_plants(job, args, res, save) -> None:
                 args.plant_dist.split(",")
             import sage_plants as SP  # noqa: PLC0415
             plants, control = sage_plants(), ("sage1_unplanted", sage_fn(), SP.operands_fn(None))
+        if args.plants:
+            plants = [p for p in plants if p[0] in args.plants.split(",")]
     except Exception as e:  # noqa: BLE001
         res["runs"].append({"job": job, "error": f"{type(e).__name__}: {e}"[:400]})
         save()
         return
     res.setdefault("planted", [])
+    # --plant-checks none: only what the call itself yields (operands, input guard): a short run.
+    checks = () if args.plant_checks == "none" else tuple(args.plant_checks.split(","))
     for dist in dists:
         base = {"kernel": kernel, "problem": shape, "dist": dist, "seed": 1, "recipe": recipe}
         if control and left(args.budget) >= 45:
             # Sage itself on the plants' inputs: a catch means something only where this passes.
             res.setdefault("plant_controls", []).append(
                 judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=True,
-                            operands=control[2]))
+                            operands=control[2], checks=checks))
             save()
         for name, expected, fn, ops in plants:
             row = {"name": name, **base, "expected_check": expected}
             if left(args.budget) < 45:
                 res["planted"].append({**row, "failed_by": None, "skipped": "time budget"})
                 continue
-            res["planted"].append(judge_plant(fn, expected, row, dtype=dtype, operands=ops))
+            res["planted"].append(judge_plant(fn, expected, row, dtype=dtype, operands=ops, checks=checks))
             save()
 
 
@@ -165,6 +169,8 @@ def main() -> int:
     ap.add_argument("--shapes", default=f"{WAN},{WAN480}")
     ap.add_argument("--seeds", default="1", help="seeds per shape (false-alarm runs), e.g. 2,3,4")
     ap.add_argument("--dist", default="normal", help="dist of the sage / fp8 jobs")
+    ap.add_argument("--plant-checks", default="accuracy", help="checks of each plant and control ('none': operands only)")
+    ap.add_argument("--plants", default="", help="only these plants (comma list of names; default every one)")
     ap.add_argument("--sage-operands", action="store_true", help="the sage job also judges sageattn's quantizer (operands)")
     ap.add_argument("--plant-dist", default="diffusion", help="dist of the Sage plants and their control, e.g. "
                     "diffusion,normal (each plant on each)")
