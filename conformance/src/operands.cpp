@@ -61,6 +61,8 @@ struct Groups {
   }
 };
 
+const Scheme& scheme_of(const Recipe& r, const std::string& role) { return role == "q" ? r.q : role == "k" ? r.k : r.v; }
+
 std::string unsupported_why(const Scheme& s) {
   if (s.family != Scheme::Family::int8) return fmt::format("scheme '{}': the operands check models int8 schemes only", to_string(s));
   if (s.rotate != Scheme::Rotation::none) return fmt::format("scheme '{}': rotated operands are not modelled", to_string(s));
@@ -74,7 +76,7 @@ void require_shape(const Tensor& t, const Shape& want, const std::string& what) 
 
 // Judges one operand; appends its figures and, on a defect, its reason part.
 void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& figs, std::vector<std::string>& bad) {
-  const Scheme& s = op.role == "q" ? r.q : op.role == "k" ? r.k : r.v;
+  const Scheme& s = scheme_of(r, op.role);
   const std::string& n = op.role;
   if (op.input.rank() != 4) throw Error(fmt::format("operands: {} input has rank {}, expected 4 [B, H, T, C]", n, op.input.rank()));
   if (op.input.dtype() != DType::f32) throw Error(fmt::format("operands: {} input values must be f32", n));
@@ -101,7 +103,7 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   json f{{"scheme", to_string(s)}, {"input_dtype", dtype_name(op.input_dtype)}, {"elements", x.numel()}, {"groups", shape_numel(ss)}};
 
   // The smoothing mean: the kernel's against FP64's (per slab and channel).
-  std::vector<double> mean_tol(static_cast<std::size_t>(L0 * L1 * C), 0.0);
+  std::vector<double> mean64(static_cast<std::size_t>(L0 * L1 * C), 0.0), mean_tol(mean64.size(), 0.0);
   Tensor km;  // the mean the reference prepares with
   if (smooth) {
     km = Tensor(DType::f32, {L0, L1, 1, C});
@@ -120,7 +122,7 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
           }
         for (i64 c = 0; c < C; ++c) {
           const i64 g = (a * L1 + b) * C + c;
-          const double m = sum[c] / static_cast<double>(T);
+          const double m = mean64[g] = sum[c] / static_cast<double>(T);
           const double tol = static_cast<double>(T - 1) * kU32 * sabs[c] / static_cast<double>(T) + ulp_in(op.input_dtype, std::fabs(m));
           mean_tol[g] = tol;
           if (given.empty()) {
@@ -141,19 +143,15 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
       json m{{"channels", L0 * L1 * C}, {"off", off}};
       if (worst_at >= 0) {
         const i64 c = worst_at % C, b = (worst_at / C) % L1, a = worst_at / (C * L1);
-        // Recompute the FP64 mean of the worst channel for the figure (cheap: one channel).
-        double sum = 0;
-        for (i64 t = 0; t < T; ++t) sum += xv[((a * L1 + b) * T + t) * C + c];
-        m["worst"] = {{"at", {a, b, c}}, {"got", given.data<float>()[worst_at]}, {"expected", sum / static_cast<double>(T)},
+        m["worst"] = {{"at", {a, b, c}}, {"got", given.data<float>()[worst_at]}, {"expected", mean64[worst_at]},
                       {"bound", mean_tol[worst_at]}, {"over_bound", worst}};
       }
       f["mean"] = m;
       if (off > 0)
-        bad.push_back(fmt::format("{}: {} of {} smoothing means off (worst {}: batch {} head {} channel {}: {:.6g} against the FP64 "
-                                  "mean {:.6g}, bound {:.3g})",
-                                  n, off, L0 * L1 * C, fmt::format("{:.3g}x the bound", worst), m["worst"]["at"][0].get<i64>(),
-                                  m["worst"]["at"][1].get<i64>(), m["worst"]["at"][2].get<i64>(), m["worst"]["got"].get<double>(),
-                                  m["worst"]["expected"].get<double>(), mean_tol[worst_at]));
+        bad.push_back(fmt::format("{}: {} of {} smoothing means off (worst {:.3g}x the bound: batch {} head {} channel {}: {:.6g} "
+                                  "against the FP64 mean {:.6g}, bound {:.3g})",
+                                  n, off, L0 * L1 * C, worst, worst_at / (C * L1), (worst_at / C) % L1, worst_at % C,
+                                  given.data<float>()[worst_at], mean64[worst_at], mean_tol[worst_at]));
     } else {
       f["mean"] = "not given: FP64's, with the mean bound added to each value's";
     }
@@ -180,8 +178,7 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   std::vector<float> amax(static_cast<std::size_t>(G), 0.0f);
   std::vector<double> emax(static_cast<std::size_t>(G), 0.0);
   i64 nonfinite = 0;
-  // Groups never span slabs except per_tensor / per_channel over... (per_channel is per slab):
-  // one pass, serial over slabs for per_tensor, parallel otherwise.
+  // Only a per_tensor group spans slabs: serial then, parallel over slabs otherwise.
   const bool shared = s.granularity == Scheme::Granularity::per_tensor;
 #pragma omp parallel for collapse(2) schedule(static) reduction(+ : nonfinite) if (!shared)
   for (i64 a = 0; a < L0; ++a)
@@ -203,11 +200,13 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
 
   // Scales.
   const double M = s.scale_max;
+  // The scale the group's amax gives under the scheme's rule, and the bound around it.
+  const auto scale_want = [&](i64 g) { return static_cast<double>(ref::uniform_scale(amax[g], s.scale, s.scale_max)); };
+  const auto scale_tol = [&](i64 g) { return emax[g] / M + 4 * kU32 * std::fabs(scale_want(g)); };
   i64 s_off = 0, s_worst_at = -1;
   double s_worst = 0;
   for (i64 g = 0; g < G; ++g) {
-    const double want = ref::uniform_scale(amax[g], s.scale, s.scale_max);
-    const double tol = emax[g] / M + 4 * kU32 * std::fabs(want);
+    const double want = scale_want(g), tol = scale_tol(g);
     const double got = sv[g];
     const double excess = std::fabs(got - want) / std::max(tol, std::numeric_limits<double>::min());
     const bool ok = excess <= 1.0;
@@ -217,15 +216,15 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   json sj{{"groups", G}, {"off", s_off}};
   if (s_worst_at >= 0) {
     const i64 g = s_worst_at;
-    const double want = ref::uniform_scale(amax[g], s.scale, s.scale_max);
+    const double want = scale_want(g);
     std::vector<i64> at{g / (ss[1] * ss[2] * ss[3]), (g / (ss[2] * ss[3])) % ss[1], (g / ss[3]) % ss[2], g % ss[3]};
     sj["worst"] = {{"at", at}, {"got", sv[g]}, {"expected", want}, {"ratio", want != 0 ? sv[g] / want : 0.0},
-                   {"bound", emax[g] / M + 4 * kU32 * std::fabs(want)}, {"over_bound", s_worst}};
+                   {"bound", scale_tol(g)}, {"over_bound", s_worst}};
     if (s_off > 0)
       bad.push_back(fmt::format("{}: {} of {} scales off (worst: group [{}] of shape {}: {:.6g} where the group's amax gives {:.6g}, "
                                 "x{:.4g}, bound +-{:.3g})",
                                 n, s_off, G, fmt::join(at, ","), fmt::join(ss, "x"), sv[g], want, want != 0 ? sv[g] / want : 0.0,
-                                emax[g] / M + 4 * kU32 * std::fabs(want)));
+                                scale_tol(g)));
   }
   f["scales"] = sj;
 
@@ -276,8 +275,7 @@ Outcome judge_operands(const Recipe& recipe, double sm_scale, const std::vector<
   if (ops.empty()) throw Error("operands: no operand given");
   for (const auto& op : ops) {
     if (op.role != "q" && op.role != "k" && op.role != "v") throw Error(fmt::format("operands: role '{}' is not q, k or v", op.role));
-    const Scheme& s = op.role == "q" ? recipe.q : op.role == "k" ? recipe.k : recipe.v;
-    if (auto why = unsupported_why(s); !why.empty()) return {Verdict::unsupported, op.role + ": " + why, json::object()};
+    if (auto why = unsupported_why(scheme_of(recipe, op.role)); !why.empty()) return {Verdict::unsupported, op.role + ": " + why, json::object()};
   }
   json figs = json::object();
   std::vector<std::string> bad;

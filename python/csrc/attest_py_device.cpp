@@ -26,6 +26,15 @@ using nlohmann::json;
 using i64 = std::int64_t;
 namespace engine = conformance::engine;
 
+// The dtype of a tensor view (torch's names or attest's); int8 only where `allow_i8` (codes).
+DType view_dtype(const std::string& dt, const char* name, bool allow_i8) {
+  if (allow_i8 && (dt == "i8" || dt == "int8")) return DType::i8;
+  if (dt == "f32" || dt == "float32") return DType::f32;
+  if (dt == "bf16" || dt == "bfloat16") return DType::bf16;
+  if (dt == "f16" || dt == "float16") return DType::f16;
+  throw Error(fmt::format("tensor '{}': dtype '{}' is not {}float32, bfloat16 or float16", name, dt, allow_i8 ? "int8, " : ""));
+}
+
 TensorRef view_from(const json& req, const char* name) {
   if (!req.contains(name) || req.at(name).is_null()) throw Error(fmt::format("tensor '{}' is missing", name));
   const json& j = req.at(name);
@@ -33,11 +42,7 @@ TensorRef view_from(const json& req, const char* name) {
   const auto ptr = j.at("ptr").get<std::uintptr_t>();
   if (ptr == 0) throw Error(fmt::format("tensor '{}': NULL data pointer", name));
   v.data = reinterpret_cast<const void*>(ptr);
-  const auto dt = j.at("dtype").get<std::string>();
-  if (dt == "f32" || dt == "float32") v.dtype = DType::f32;
-  else if (dt == "bf16" || dt == "bfloat16") v.dtype = DType::bf16;
-  else if (dt == "f16" || dt == "float16") v.dtype = DType::f16;
-  else throw Error(fmt::format("tensor '{}': dtype '{}' is not float32, bfloat16 or float16", name, dt));
+  v.dtype = view_dtype(j.at("dtype").get<std::string>(), name, false);
   const auto shape = j.at("shape").get<std::vector<i64>>(), strides = j.at("strides").get<std::vector<i64>>();
   if (shape.size() != 4 || strides.size() != 4)
     throw Error(fmt::format("tensor '{}': rank {} (strides {}), expected 4", name, shape.size(), strides.size()));
@@ -180,18 +185,12 @@ Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
   if (j.value("device", false)) throw Error(fmt::format("tensor '{}': the operands check reads host memory (pass .cpu())", name));
   const auto ptr = j.at("ptr").get<std::uintptr_t>();
   if (ptr == 0) throw Error(fmt::format("tensor '{}': NULL data pointer", name));
-  const auto dt = j.at("dtype").get<std::string>();
   const auto shape = j.at("shape").get<std::vector<i64>>(), strides = j.at("strides").get<std::vector<i64>>();
   if (shape.size() != strides.size() || shape.empty())
     throw Error(fmt::format("tensor '{}': {} extents and {} strides", name, shape.size(), strides.size()));
   for (const i64 e : shape)
     if (e < 0) throw Error(fmt::format("tensor '{}': negative extent {}", name, e));
-  DType src;
-  if (dt == "i8" || dt == "int8") src = DType::i8;
-  else if (dt == "f32" || dt == "float32") src = DType::f32;
-  else if (dt == "f16" || dt == "float16") src = DType::f16;
-  else if (dt == "bf16" || dt == "bfloat16") src = DType::bf16;
-  else throw Error(fmt::format("tensor '{}': dtype '{}' is not int8, float32, float16 or bfloat16", name, dt));
+  const DType src = view_dtype(j.at("dtype").get<std::string>(), name, true);
   if (dtype != nullptr) *dtype = src;
   Tensor t(src == DType::i8 ? DType::i8 : DType::f32, Shape(shape.begin(), shape.end()));
   TensorRef r;  // element decoding written once (elem::load); the index walk over any rank here
