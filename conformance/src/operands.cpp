@@ -3,6 +3,7 @@
 #include "attest/conformance/operands.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -11,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attest/core/status.hpp"
+#include "attest/reference/formats.hpp"
 #include "attest/reference/quantize.hpp"
 
 namespace attest::conformance {
@@ -64,9 +66,27 @@ struct Groups {
 const Scheme& scheme_of(const Recipe& r, const std::string& role) { return role == "q" ? r.q : role == "k" ? r.k : r.v; }
 
 std::string unsupported_why(const Scheme& s) {
-  if (s.family != Scheme::Family::int8) return fmt::format("scheme '{}': the operands check models int8 schemes only", to_string(s));
+  if (s.family != Scheme::Family::int8 && s.family != Scheme::Family::fp8)
+    return fmt::format("scheme '{}': the operands check models int8 and fp8 schemes only (MX block scales are not modelled)", to_string(s));
   if (s.rotate != Scheme::Rotation::none) return fmt::format("scheme '{}': rotated operands are not modelled", to_string(s));
   return {};
+}
+
+// The element format of a kernel's fp8 codes: its dtype names it (torch float8_e4m3fn / float8_e5m2),
+// or u8 holds raw codes in the scheme's own format (FNUZ has no dtype of its own here).
+FormatId fp8_format_of(DType t, const Scheme& s, const std::string& n) {
+  switch (t) {
+    case DType::fp8_e4m3fn: return FormatId::fp8_e4m3fn;
+    case DType::fp8_e5m2: return FormatId::fp8_e5m2;
+    case DType::u8: return s.element;
+    default: throw Error(fmt::format("operands: {} codes are {}, expected fp8_e4m3fn, fp8_e5m2 or u8 (raw codes)", n, dtype_name(t)));
+  }
+}
+
+// One ulp of the fp8 value |c| (the subnormal spacing below the normal range).
+double ulp_fmt(const FormatSpec& f, double c) {
+  const int e = c == 0 ? f.emin() : std::max(f.emin(), std::ilogb(c));
+  return std::ldexp(1.0, e - f.man_bits);
 }
 
 void require_shape(const Tensor& t, const Shape& want, const std::string& what) {
@@ -82,7 +102,9 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   if (op.input.dtype() != DType::f32) throw Error(fmt::format("operands: {} input values must be f32", n));
   const Shape xs = op.input.shape();
   const i64 L0 = xs[0], L1 = xs[1], T = xs[2], C = xs[3];
-  if (op.codes.dtype() != DType::i8) throw Error(fmt::format("operands: {} codes are {}, expected int8", n, dtype_name(op.codes.dtype())));
+  const bool fp8 = s.family == Scheme::Family::fp8;
+  if (!fp8 && op.codes.dtype() != DType::i8) throw Error(fmt::format("operands: {} codes are {}, expected int8", n, dtype_name(op.codes.dtype())));
+  const FormatId got_fmt = fp8 ? fp8_format_of(op.codes.dtype(), s, n) : FormatId::int8;
   require_shape(op.codes, xs, n + " codes");
   if (op.scales.dtype() != DType::f32) throw Error(fmt::format("operands: {} scales are {}, expected float32", n, dtype_name(op.scales.dtype())));
   const Shape ss = ref::scales_shape(xs, s);
@@ -97,7 +119,12 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   }
   const Tensor x = op.input.contiguous(), codes = op.codes.contiguous(), scales = op.scales.contiguous();
   const float* xv = x.data<float>();
-  const std::int8_t* cv = codes.data<std::int8_t>();
+  // Code values: int8 as they are; fp8 decoded in the format the kernel used (a 256-entry table).
+  const auto* cb = reinterpret_cast<const std::uint8_t*>(codes.raw());
+  std::array<double, 256> lut{};
+  if (fp8)
+    for (int b = 0; b < 256; ++b) lut[b] = ref::decode(got_fmt, static_cast<std::uint16_t>(b));
+  const auto code_value = [&](i64 i) { return fp8 ? lut[cb[i]] : static_cast<double>(static_cast<std::int8_t>(cb[i])); };
   const float* sv = scales.data<float>();
   const double u_in = unit_roundoff(op.input_dtype), a_in = subnormal_half_spacing(op.input_dtype);
   json f{{"scheme", to_string(s)}, {"input_dtype", dtype_name(op.input_dtype)}, {"elements", x.numel()}, {"groups", shape_numel(ss)}};
@@ -228,8 +255,23 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   }
   f["scales"] = sj;
 
-  // Codes, each against the prepared value divided by the kernel's own scale of its group.
-  const double lo = s.int_round == Scheme::IntRounding::rne ? -128.0 : -127.0;
+  // Codes, each against the prepared value divided by the kernel's own scale of its group. A
+  // kernel's fp8 codes in another format than the scheme's are the finding (a different grid:
+  // their values are not judged against this one).
+  if (fp8 && got_fmt != s.element) {
+    bad.push_back(fmt::format("{}: codes are {} where the scheme '{}' makes {}", n, ref::format_name(got_fmt), to_string(s),
+                              ref::format_name(s.element)));
+    f["codes"] = {{"elements", x.numel()}, {"format", ref::format_name(got_fmt)}, {"expected_format", ref::format_name(s.element)},
+                  {"judged", false}};
+    figs[n] = f;
+    return;
+  }
+  const FormatSpec& fs = format_spec(fp8 ? s.element : FormatId::int8);
+  // int8: the code within 0.5 of the clamped quotient; fp8: within half a grid step at the code,
+  // the quotient clamped to the format's finite range (every modelled fp8 overflow saturates
+  // there or gives a NaN code, which is off).
+  const double lo = fp8 ? -fs.max_finite : s.int_round == Scheme::IntRounding::rne ? -128.0 : -127.0;
+  const double hi = fp8 ? fs.max_finite : 127.0;
   i64 c_off = 0, c_worst_at = -1;
   double c_worst = 0;
 #pragma omp parallel
@@ -244,9 +286,11 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
             const i64 i = ((a * L1 + b) * T + t) * C + c;
             const double v = pv[i], sc = sv[grp(a, b, t, c)];
             if (!std::isfinite(v) || !(sc > 0) || !std::isfinite(sc)) continue;  // a bad scale is the scales' finding
-            const double y = std::clamp(v / sc, lo, 127.0);
-            const double tol = 0.5 + (value_bound(v, a * L1 + b, c) + 4 * kU32 * std::fabs(v)) / sc;
-            const double excess = std::fabs(cv[i] - y) / tol;
+            const double y = std::clamp(v / sc, lo, hi), cval = code_value(i);
+            const double half = fp8 ? 0.5 * ulp_fmt(fs, std::fabs(cval)) : 0.5;
+            const double tol = half + (value_bound(v, a * L1 + b, c) + 4 * kU32 * std::fabs(v)) / sc;
+            double excess = std::fabs(cval - y) / tol;
+            if (std::isnan(excess)) excess = std::numeric_limits<double>::infinity();  // a NaN code
             if (excess > 1.0) ++off_l;
             if (excess > worst_l) worst_l = excess, at_l = i;
           }
@@ -260,10 +304,12 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   if (c_worst_at >= 0) {
     const i64 i = c_worst_at, c = i % C, t = (i / C) % T, b = (i / (C * T)) % L1, a = i / (C * T * L1);
     const double sc = sv[grp(a, b, t, c)];
-    cj["worst"] = {{"at", {a, b, t, c}}, {"got", cv[i]}, {"expected", pv[i] / sc}, {"over_bound", c_worst}};
+    cj["worst"] = {{"at", {a, b, t, c}}, {"got", code_value(i)}, {"expected", pv[i] / sc}, {"over_bound", c_worst}};
+    if (fp8) cj["worst"]["code"] = cb[i];
     if (c_off > 0)
-      bad.push_back(fmt::format("{}: {} of {} codes off (worst: batch {} head {} token {} channel {}: code {} where value / scale = {:.4f})",
-                                n, c_off, x.numel(), a, b, t, c, static_cast<int>(cv[i]), pv[i] / sc));
+      bad.push_back(fmt::format("{}: {} of {} codes off (worst: batch {} head {} token {} channel {}: code {}{} where value / scale = {:.6g})",
+                                n, c_off, x.numel(), a, b, t, c, code_value(i), fp8 ? fmt::format(" (0x{:02x})", cb[i]) : "",
+                                pv[i] / sc));
   }
   f["codes"] = cj;
   figs[n] = f;

@@ -144,16 +144,99 @@ TEST_F(Operands, ScaleBoundSeparatesRoundingFromADefect) {
 
 TEST_F(Operands, UnmodelledSchemesAreRefusedAndBadShapesThrow) {
   Recipe r = sage();
-  r.k = parse_scheme("fp8_e4m3fn:per_channel");
+  r.k = parse_scheme("mxfp8_e4m3fn");
   const auto o = judge_operands(r, kScale, {sage_k(k)});
   EXPECT_EQ(o.verdict, Verdict::unsupported);
-  EXPECT_NE(o.reason.find("int8 schemes only"), std::string::npos) << o.reason;
+  EXPECT_NE(o.reason.find("int8 and fp8 schemes only"), std::string::npos) << o.reason;
   KernelOperand kk = sage_k(k);
   kk.scales = Tensor(DType::f32, {B, H, 3, 1});
   EXPECT_THROW(judge_operands(sage(), kScale, {kk}), Error);
   kk = sage_k(k);
   kk.role = "p";
   EXPECT_THROW(judge_operands(sage(), kScale, {kk}), Error);
+}
+
+// ---- fp8 (cuDNN / Transformer Engine per-tensor E4M3: codes = sat(x * fl(448 / amax)), descale
+// amax / 448), written here as torch does it in scripts/device/fp8.py; the element cast is the
+// codec proven against ml_dtypes on every code (reference/tests). ----
+
+Recipe fp8_recipe() {
+  Recipe r;
+  r.q = r.k = r.v = parse_scheme("fp8_e4m3fn:per_tensor");
+  return r;
+}
+
+// Per-tensor FP8 of x as a framework does it: `M` the format maximum, `fmt` the element format.
+KernelOperand fp8_op(const std::string& role, const Tensor& x, FormatId fmt = FormatId::fp8_e4m3fn) {
+  const double M = format_spec(fmt).max_finite;
+  const float* p = x.data<float>();
+  float amax = 0;
+  for (i64 i = 0; i < x.numel(); ++i) amax = std::max(amax, std::fabs(p[i]));
+  const float mult = static_cast<float>(M) / amax, descale = amax / static_cast<float>(M);
+  KernelOperand o{role, x, DType::bf16, Tensor(fmt == FormatId::fp8_e5m2 ? DType::fp8_e5m2 : DType::fp8_e4m3fn, x.shape()),
+                  Tensor(DType::f32, {1, 1, 1, 1}), {}};
+  auto* c = reinterpret_cast<std::uint8_t*>(o.codes.raw());
+  for (i64 i = 0; i < x.numel(); ++i)
+    c[i] = static_cast<std::uint8_t>(ref::encode(fmt, p[i] * mult, ref::Rounding::rne, ref::Overflow::sat_cuda));
+  o.scales.data<float>()[0] = descale;
+  return o;
+}
+
+TEST_F(Operands, Fp8PerTensorAsTorchDoesItPassesAndTheReferenceToo) {
+  const auto o = judge_operands(fp8_recipe(), kScale, {fp8_op("q", q), fp8_op("k", k), fp8_op("v", k)});
+  EXPECT_EQ(o.verdict, Verdict::passed) << o.reason;
+  EXPECT_EQ(o.figures.at("k").at("codes").at("elements").get<i64>(), B * H * T * C);
+  const auto rq = ref::quantize(q, fp8_recipe().q);  // u8 raw codes in the scheme's format
+  const auto o2 = judge_operands(fp8_recipe(), kScale, {{"q", q, DType::f32, rq.codes, rq.scales, {}}});
+  EXPECT_EQ(o2.verdict, Verdict::passed) << o2.reason;
+  // The reference's scale rule rcp (amax * fl(1 / 448)) differs from amax / 448 by rounding only.
+  KernelOperand qq = fp8_op("q", q);
+  float amax = 0;
+  for (i64 i = 0; i < q.numel(); ++i) amax = std::max(amax, std::fabs(q.data<float>()[i]));
+  qq.scales.data<float>()[0] = ref::uniform_scale(amax, ref::ScaleRule::rcp, 448.0f);
+  EXPECT_EQ(judge_operands(fp8_recipe(), kScale, {qq}).verdict, Verdict::passed);
+}
+
+// Issue 34's cuDNN plant p_e5m2: the graph's FP8 type E5M2 makes Q, K and V E5M2 codes with
+// descale amax / 57344. The format is the finding; the scale, 128x off, too.
+TEST_F(Operands, Fp8E5m2WhereTheRecipeSaysE4m3Fails) {
+  const auto o = judge_operands(fp8_recipe(), kScale, {fp8_op("q", q, FormatId::fp8_e5m2), fp8_op("k", k)});
+  ASSERT_EQ(o.verdict, Verdict::failed);
+  EXPECT_NE(o.reason.find("q: codes are fp8_e5m2 where the scheme 'fp8_e4m3fn:per_tensor' makes fp8_e4m3fn"), std::string::npos) << o.reason;
+  EXPECT_EQ(o.figures.at("q").at("scales").at("off").get<i64>(), 1);
+  EXPECT_NEAR(o.figures.at("q").at("scales").at("worst").at("ratio").get<double>(), 448.0 / 57344.0, 1e-9);
+  EXPECT_FALSE(o.figures.at("q").at("codes").at("judged").get<bool>());
+  EXPECT_EQ(o.figures.at("k").at("codes").at("off").get<i64>(), 0);  // K is right: only Q is named
+  EXPECT_EQ(o.reason.find("k:"), std::string::npos) << o.reason;
+}
+
+// One code one grid step off, and a descale applied twice (descale^2 handed over), fail on the
+// figure each moves; one NaN code is off whatever its bound.
+TEST_F(Operands, Fp8OneCodeOneStepOffAndASquaredDescaleFail) {
+  KernelOperand kk = fp8_op("k", k);
+  auto* c = reinterpret_cast<std::uint8_t*>(kk.codes.raw());
+  const i64 at = (1 * T + 77) * C + 9;
+  c[at] = static_cast<std::uint8_t>((c[at] & 0x7f) == 0x7e ? c[at] - 1 : c[at] + 1);  // next code, same sign
+  auto o = judge_operands(fp8_recipe(), kScale, {kk});
+  ASSERT_EQ(o.verdict, Verdict::failed);
+  EXPECT_EQ(o.figures.at("k").at("codes").at("off").get<i64>(), 1);
+  EXPECT_EQ(o.figures.at("k").at("codes").at("worst").at("at"), (nlohmann::json{0, 1, 77, 9}));
+  c[at] = 0x7f;  // NaN
+  o = judge_operands(fp8_recipe(), kScale, {kk});
+  EXPECT_EQ(o.figures.at("k").at("codes").at("off").get<i64>(), 1);
+
+  KernelOperand vv = fp8_op("v", k);
+  vv.scales.data<float>()[0] *= vv.scales.data<float>()[0];
+  o = judge_operands(fp8_recipe(), kScale, {vv});
+  ASSERT_EQ(o.verdict, Verdict::failed);
+  EXPECT_EQ(o.figures.at("v").at("scales").at("off").get<i64>(), 1);
+  EXPECT_NE(o.reason.find("v: 1 of 1 scales off"), std::string::npos) << o.reason;
+}
+
+TEST_F(Operands, Fp8CodesOfANonFp8DtypeThrow) {
+  KernelOperand kk = fp8_op("k", k);
+  kk.codes = Tensor(DType::i8, kk.input.shape());
+  EXPECT_THROW(judge_operands(fp8_recipe(), kScale, {kk}), Error);
 }
 
 }  // namespace

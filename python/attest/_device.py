@@ -331,8 +331,8 @@ def _operands_row(operands, base, p, layout, kw, is_causal, stats, guarded, ins,
             h = t.detach().contiguous().cpu()
             keep.append(h)
             name = str(h.dtype).replace("torch.", "")
-            if name not in ("int8", "float32", "float16", "bfloat16"):
-                raise N.AttestError(f"operands: {role} {key} is {h.dtype}, expected int8 (codes) or a float dtype")
+            if name not in ("int8", "uint8", "float8_e4m3fn", "float8_e5m2", "float32", "float16", "bfloat16"):
+                raise N.AttestError(f"operands: {role} {key} is {h.dtype}, expected int8 / float8 / uint8 (codes) or a float dtype")
             entry[key] = {"ptr": int(h.data_ptr()), "dtype": name, "shape": list(h.shape), "strides": list(h.stride()),
                           "device": False}
         ops.append(entry)

@@ -27,12 +27,17 @@ using i64 = std::int64_t;
 namespace engine = conformance::engine;
 
 // The dtype of a tensor view (torch's names or attest's); int8 only where `allow_i8` (codes).
-DType view_dtype(const std::string& dt, const char* name, bool allow_i8) {
-  if (allow_i8 && (dt == "i8" || dt == "int8")) return DType::i8;
+// `codes`: also the raw 8-bit kinds a quantizer hands over (int8, uint8, torch's float8 dtypes).
+DType view_dtype(const std::string& dt, const char* name, bool codes) {
+  if (codes && (dt == "i8" || dt == "int8")) return DType::i8;
+  if (codes && (dt == "u8" || dt == "uint8")) return DType::u8;
+  if (codes && (dt == "fp8_e4m3fn" || dt == "float8_e4m3fn")) return DType::fp8_e4m3fn;
+  if (codes && (dt == "fp8_e5m2" || dt == "float8_e5m2")) return DType::fp8_e5m2;
   if (dt == "f32" || dt == "float32") return DType::f32;
   if (dt == "bf16" || dt == "bfloat16") return DType::bf16;
   if (dt == "f16" || dt == "float16") return DType::f16;
-  throw Error(fmt::format("tensor '{}': dtype '{}' is not {}float32, bfloat16 or float16", name, dt, allow_i8 ? "int8, " : ""));
+  throw Error(fmt::format("tensor '{}': dtype '{}' is not {}float32, bfloat16 or float16", name, dt,
+                          codes ? "int8, uint8, float8_e4m3fn, float8_e5m2, " : ""));
 }
 
 TensorRef view_from(const json& req, const char* name) {
@@ -177,8 +182,9 @@ json op_log(const std::string& op, const json& req, int& rc) {
   return json{{"results", results_json(rows)}, {"exit_code", rc}};
 }
 
-// A host tensor of any rank and of dtype int8 / float32 / float16 / bfloat16 as a contiguous
-// Tensor (int8 kept, the others as f32 values); `dtype` receives the view's own dtype.
+// A host tensor of any rank and of dtype int8 / uint8 / float8 / float32 / float16 / bfloat16 as a
+// contiguous Tensor (the 8-bit codes kept as they are, the others as f32 values); `dtype` receives
+// the view's own dtype.
 Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
   if (!req.contains(name) || req.at(name).is_null()) throw Error(fmt::format("tensor '{}' is missing", name));
   const json& j = req.at(name);
@@ -192,10 +198,12 @@ Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
     if (e < 0) throw Error(fmt::format("tensor '{}': negative extent {}", name, e));
   const DType src = view_dtype(j.at("dtype").get<std::string>(), name, true);
   if (dtype != nullptr) *dtype = src;
-  Tensor t(src == DType::i8 ? DType::i8 : DType::f32, Shape(shape.begin(), shape.end()));
+  const bool raw = dtype_size(src) == 1;  // codes: bytes copied as they are
+  Tensor t(raw ? src : DType::f32, Shape(shape.begin(), shape.end()));
   TensorRef r;  // element decoding written once (elem::load); the index walk over any rank here
   r.data = reinterpret_cast<const void*>(ptr);
-  r.dtype = src == DType::i8 ? DType::f32 : src;
+  r.dtype = raw ? DType::f32 : src;
+  auto* bytes = reinterpret_cast<std::uint8_t*>(t.raw());
   const i64 n = t.numel();
   bool contiguous = true;
   for (std::size_t d = shape.size(), want = 1; d-- > 0; want *= static_cast<std::size_t>(shape[d]))
@@ -203,7 +211,7 @@ Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
   if (contiguous) {  // the usual case (the Python side passes .contiguous() copies): one pass
 #pragma omp parallel for schedule(static)
     for (i64 i = 0; i < n; ++i) {
-      if (src == DType::i8) t.data<std::int8_t>()[i] = static_cast<const std::int8_t*>(r.data)[i];
+      if (raw) bytes[i] = static_cast<const std::uint8_t*>(r.data)[i];
       else t.data<float>()[i] = static_cast<float>(elem::load(r, i));
     }
     return t;
@@ -212,7 +220,7 @@ Tensor host_tensor(const json& req, const char* name, DType* dtype = nullptr) {
   for (i64 i = 0; i < n; ++i) {
     i64 off = 0;
     for (std::size_t d = 0; d < shape.size(); ++d) off += idx[d] * strides[d];
-    if (src == DType::i8) t.data<std::int8_t>()[i] = static_cast<const std::int8_t*>(r.data)[off];
+    if (raw) bytes[i] = static_cast<const std::uint8_t*>(r.data)[off];
     else t.data<float>()[i] = static_cast<float>(elem::load(r, off));
     for (std::size_t d = shape.size(); d-- > 0;)
       if (++idx[d] < shape[d]) break;

@@ -89,3 +89,39 @@ def test_bad_operands_are_input_errors():
     with pytest.raises(attest.AttestError, match="expected a dict with keys among q, k, v"):
         attest.device_case(exact, f"recipe={SAGE1} problem={PROBLEM} seed=1", device="cpu", checks=("accuracy",),
                            dtype="float16", operands=lambda q, k, v, *, causal, scale: {"p": 1})
+
+
+# FP8 per tensor as cuDNN's and Transformer Engine's callers do it (scripts/device/fp8.py quantize):
+# codes = sat(x * fl(M / amax)) by torch's own float8 cast (the oracle of the element rounding),
+# descale amax / M. The plant is issue 34's cuDNN p_e5m2: the graph's FP8 type E5M2.
+def fp8_operands(dt=torch.float8_e4m3fn, plant=None):
+    M = torch.finfo(dt).max
+
+    def quant(x):
+        x = x.float()
+        amax = x.abs().amax()
+        codes = (x * (M / amax)).clamp(-M, M).to(dt)
+        return {"codes": codes.contiguous(), "scales": (amax / M).reshape(1)}
+
+    def fn(q, k, v, *, causal, scale):
+        got = {"q": quant(q), "k": quant(k), "v": quant(v)}
+        if plant == "descale_twice":
+            got["v"]["scales"] = got["v"]["scales"] ** 2
+        return got
+    return fn
+
+
+@pytest.mark.parametrize("dt, plant, says", [(torch.float8_e4m3fn, None, None),
+                                             (torch.float8_e5m2, None, "q: codes are fp8_e5m2 where the scheme "
+                                                                       "'fp8_e4m3fn:per_tensor' makes fp8_e4m3fn"),
+                                             (torch.float8_e4m3fn, "descale_twice", "v: 1 of 1 scales off")])
+def test_fp8_per_tensor_operands(dt, plant, says):
+    res = attest.device_case(exact, f"recipe=cudnn_fp8_e4m3 problem={PROBLEM} dist=diffusion seed=1", device="cpu",
+                             checks=("accuracy",), dtype="bfloat16", operands=fp8_operands(dt, plant))
+    r = row(res)
+    if says is None:
+        assert r["verdict"] == "passed", r["reason"]
+        assert r["figures"]["v"]["codes"]["off"] == 0 and r["figures"]["v"]["codes"]["elements"] == 2 * 200 * 64
+    else:
+        assert r["verdict"] == "failed" and says in r["reason"], r["reason"]
+        assert not res.passed

@@ -313,13 +313,36 @@ class Fp8Sdpa:
     def core(self, *a, **kw):
         return (cudnn_core if self.backend == "cudnn" else torch_core)(*a, **kw)
 
-    def __call__(self, q, k, v, *, causal=False, scale=None, **_):
-        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    def quantized(self, q, k, v):
+        """Q, K, V as this wrapper hands them to the kernel: (dt, q8, k8, v8, dq, dk, dv), dq/dk/dv
+        [1, 1, 1, 1] float32 descales before the descale bugs (applied in __call__)."""
         dt = E5M2 if self.bug == "p_e5m2" else E4M3
         qb = "saturate_before_scale" if self.bug == "saturate_before_scale" else None
         q8, dq, _ = quantize(q, dt, self.scales.get("q"), qb)
         k8, dk, _ = quantize(k, dt, self.scales.get("k"), qb)
         v8, dv, _ = quantize(v, dt, self.scales.get("v"), qb)
+        return dt, q8, k8, v8, dq, dk, dv
+
+    def descales(self, dq, dk, dv, ds):
+        """The descales passed to the kernel for Q, K, V, with the descale bugs."""
+        if self.bug == "descale_twice":
+            dq = dq * dq
+        elif self.bug == "descale_missing":
+            dv = torch.ones_like(dv)
+        elif self.bug == "descale_swapped":
+            dv = ds
+        return dq, dk, dv
+
+    def operands(self, q, k, v, *, causal=False, scale=None, **_):
+        """For attest.device_case(operands=...), check `operands`: the FP8 codes of Q, K, V and the
+        descales the kernel gets (each bug's included), against the recipe's fp8_e4m3fn:per_tensor."""
+        _, q8, k8, v8, dq, dk, dv = self.quantized(q, k, v)
+        dq, dk, dv = self.descales(dq, dk, dv, torch.full_like(dq, 1.0 / float(self.scale_s)))
+        return {r: {"codes": c, "scales": d.reshape(1)} for r, c, d in (("q", q8, dq), ("k", k8, dk), ("v", v8, dv))}
+
+    def __call__(self, q, k, v, *, causal=False, scale=None, **_):
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        dt, q8, k8, v8, dq, dk, dv = self.quantized(q, k, v)
         dev = q8.device
         ss = torch.full((1, 1, 1, 1), float(self.scale_s), dtype=torch.float32, device=dev)
         ds = 1.0 / ss
@@ -333,13 +356,8 @@ class Fp8Sdpa:
             so = torch.ones((1, 1, 1, 1), dtype=torch.float32, device=dev) if self.o_scale == "unit" and \
                 self.bug != "scale_o_not_inverted" else \
                 pow2_scale_o(dv.reshape(()) * FP8_MAX[dt], FP8_MAX[dt])
-        sc = dict(dq=dq, dk=dk, dv=dv, ds=ds, ss=ss, so=so)
-        if self.bug == "descale_twice":
-            sc["dq"] = dq * dq
-        elif self.bug == "descale_missing":
-            sc["dv"] = torch.ones_like(dv)
-        elif self.bug == "descale_swapped":
-            sc["dv"] = ds
+        dq, dk, dv_k = self.descales(dq, dk, dv, ds)
+        sc = dict(dq=dq, dk=dk, dv=dv_k, ds=ds, ss=ss, so=so)
         o8, lse, amax_s, amax_o = self.core(q8, k8, v8, sc, causal=bool(causal), scale=float(scale), stats=self.stats)
         out = o8.float() * so if self.bug == "scale_o_not_inverted" else o8.float() / so
         if self.bug == "amax_wrong_tensor":

@@ -14,7 +14,8 @@ Jobs (each time-boxed; a failure or refusal of one is recorded and the next runs
          only; each plant must fail by the check meant for it. A plant counts as caught only when
          that check's verdict is "failed" (failed_by); an "error" verdict is attest's own failure,
          recorded under "error", never a catch
-  fp8_plants   planted FP8 bugs on cuDNN FP8 (fp8_plants()), dist=normal seed 1
+  fp8_plants   planted FP8 bugs on cuDNN FP8 (fp8_plants()), dist=normal seed 1; first an unplanted
+         control (cuDNN FP8 itself, its wrapper's FP8 operands under `operands`)
   sage_plants  the Sage-internal plants (sage_plants.py: sageattn 1.0.6's own pipeline and Triton
          kernels with one step changed: K scales per tensor, smooth-K mean of one block, the last
          partial K block's scale from the previous block), each judged by accuracy and by check
@@ -74,7 +75,11 @@ def fp8_plants():
         return out, lse
     v_twice.__name__ = "cudnn_fp8_v_scale_twice_head20"
     _ = torch
-    return [("p_quantized_e5m2_not_e4m3", "accuracy", e5m2, None), ("v_fp8_scale_applied_twice_in_one_head", "accuracy", v_twice, None)]
+    # p_e5m2 changes the graph's one FP8 type: P is internal, but Q, K and V then reach the kernel as
+    # E5M2 codes with descale amax / 57344, which check `operands` sees (accuracy cannot: an E5M2
+    # kernel stays inside twice the E4M3 noise floor, wan/lowp_run9.json).
+    return [("p_quantized_e5m2_not_e4m3", "operands", e5m2, e5m2.operands),
+            ("v_fp8_scale_applied_twice_in_one_head", "accuracy", v_twice, None)]
 
 
 def sage_plants():
@@ -131,7 +136,8 @@ def run_plants(job, args, res, save) -> None:
         if job == "fp8_plants":
             import fp8  # noqa: PLC0415
             kernel, recipe, dtype, dists = "cuDNN FP8 SDPA (fp8.py)", fp8.recipe_name(), "float32", ["normal"]
-            plants, control = fp8_plants(), None
+            # cuDNN itself on the plants' inputs, its wrapper's own FP8 operands under `operands`.
+            plants, control = fp8_plants(), ("cudnn_fp8_unplanted", fp8.cudnn_fp8_sdpa, fp8.Fp8Sdpa("cudnn").operands)
         else:
             kernel, recipe, dtype, dists = "sageattention 1.0.6 (sage_plants.py)", H.sage_recipe(), "float16", \
                 args.plant_dist.split(",")
@@ -151,7 +157,7 @@ def run_plants(job, args, res, save) -> None:
         if control and left(args.budget) >= 45:
             # Sage itself on the plants' inputs: a catch means something only where this passes.
             res.setdefault("plant_controls", []).append(
-                judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=True,
+                judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=job == "sage_plants",
                             operands=control[2], checks=checks))
             save()
         for name, expected, fn, ops in plants:

@@ -9,7 +9,8 @@
 /// Not bit-exact by design: frameworks compute the smoothing mean with their own reduction order
 /// and round k - km to the input dtype, and Triton's fp32 `/` is approximate (div.full.f32, 2 ulp),
 /// so each figure is judged within the rounding bound those steps allow (below), derived from
-/// the input dtype and T, not tuned. int8 schemes only (Sage): other families are refused.
+/// the input dtype and T, not tuned. int8 schemes (Sage) and fp8 schemes (cuDNN / Transformer
+/// Engine per tensor, per channel, per token); MX block scales and rotations are refused.
 ///
 /// Bounds (u = unit roundoff: f32 2^-24, the input dtype's u_in for the smoothed subtraction):
 ///   mean   |km_c - mean_c| <= (T - 1) u mean|k_c| + ulp_in(mean_c)   (any fp32 summation order,
@@ -19,7 +20,10 @@
 ///          operands only) + 2 u |x'|
 ///   scale  |s - S(a)| <= max_group e / M + 4 u S(a), a = the group's amax of x', S the scheme's
 ///          scale rule, M its format maximum
-///   code   |c - clamp(x' / s)| <= 0.5 + (e(x') + 4 u |x'|) / s, with the kernel's own s
+///   code   |c - clamp(x' / s)| <= h + (e(x') + 4 u |x'|) / s, with the kernel's own s; int8:
+///          h = 0.5, clamp to the code range; fp8: c the code's value, h = half the format's grid
+///          step at |c|, clamp to +-max finite (a NaN code is always off). fp8 codes in another
+///          format than the scheme's (e5m2 where it says e4m3) fail as such, unjudged further.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -35,7 +39,7 @@ struct KernelOperand {
   std::string role;  ///< "q", "k" or "v": picks the recipe's scheme
   Tensor input;      ///< the call's input values, f32 [B, H, T, C]
   DType input_dtype = DType::f32;  ///< the dtype the kernel got it in (f32, f16, bf16): sets u_in
-  Tensor codes;      ///< i8 [B, H, T, C]
+  Tensor codes;      ///< [B, H, T, C]: i8 (int8 schemes); fp8_e4m3fn / fp8_e5m2 or u8 raw codes (fp8 schemes)
   Tensor scales;     ///< f32, the reference's scales_shape order (row-major), any shape of that size
   Tensor mean;       ///< smoothing km f32 [B, H, 1, C] the kernel subtracted; empty: not given
 };
