@@ -205,23 +205,41 @@ void judge_one(const Recipe& r, double sm_scale, const KernelOperand& op, json& 
   std::vector<float> amax(static_cast<std::size_t>(G), 0.0f);
   std::vector<double> emax(static_cast<std::size_t>(G), 0.0);
   i64 nonfinite = 0;
-  // Only a per_tensor group spans slabs: serial then, parallel over slabs otherwise.
-  const bool shared = s.granularity == Scheme::Granularity::per_tensor;
-#pragma omp parallel for collapse(2) schedule(static) reduction(+ : nonfinite) if (!shared)
-  for (i64 a = 0; a < L0; ++a)
-    for (i64 b = 0; b < L1; ++b)
-      for (i64 t = 0; t < T; ++t)
-        for (i64 c = 0; c < C; ++c) {
-          const i64 i = ((a * L1 + b) * T + t) * C + c;
-          const float v = pv[i];
-          if (!std::isfinite(v)) {
-            ++nonfinite;
-            continue;
+  // A per_tensor group spans every slab: one max-reduction over all elements (OpenMP combines the
+  // threads' maxima); otherwise the groups lie inside one slab and the slabs run in parallel.
+  if (s.granularity == Scheme::Granularity::per_tensor) {
+    float am = 0.0f;
+    double em = 0.0;
+    const i64 elems = x.numel();
+#pragma omp parallel for schedule(static) reduction(max : am, em) reduction(+ : nonfinite)
+    for (i64 i = 0; i < elems; ++i) {
+      const float v = pv[i];
+      if (!std::isfinite(v)) {
+        ++nonfinite;
+        continue;
+      }
+      am = std::max(am, std::fabs(v));
+      em = std::max(em, value_bound(v, i / (T * C), i % C));
+    }
+    amax[0] = am;
+    emax[0] = em;
+  } else {
+#pragma omp parallel for collapse(2) schedule(static) reduction(+ : nonfinite)
+    for (i64 a = 0; a < L0; ++a)
+      for (i64 b = 0; b < L1; ++b)
+        for (i64 t = 0; t < T; ++t)
+          for (i64 c = 0; c < C; ++c) {
+            const i64 i = ((a * L1 + b) * T + t) * C + c;
+            const float v = pv[i];
+            if (!std::isfinite(v)) {
+              ++nonfinite;
+              continue;
+            }
+            const i64 g = grp(a, b, t, c);
+            amax[g] = std::max(amax[g], std::fabs(v));
+            emax[g] = std::max(emax[g], value_bound(v, a * L1 + b, c));
           }
-          const i64 g = grp(a, b, t, c);
-          amax[g] = std::max(amax[g], std::fabs(v));
-          emax[g] = std::max(emax[g], value_bound(v, a * L1 + b, c));
-        }
+  }
   f["nonfinite_inputs"] = nonfinite;
   if (nonfinite > 0) f["nonfinite_note"] = "non-finite prepared values are skipped (the nonfinite check judges them)";
 

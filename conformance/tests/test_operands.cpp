@@ -233,6 +233,57 @@ TEST_F(Operands, Fp8OneCodeOneStepOffAndASquaredDescaleFail) {
   EXPECT_NE(o.reason.find("v: 1 of 1 scales off"), std::string::npos) << o.reason;
 }
 
+// Sage 2's V: fp8_e4m3fn:per_channel, x * fl(448 / amax_c) per (slab, channel) as torch writes
+// it; one scale for the whole tensor where the recipe says per channel fails on the scales.
+TEST_F(Operands, Fp8PerChannelAsTorchWritesItPassesAndPerTensorScalesFail) {
+  Recipe r;
+  r.v = parse_scheme("fp8_e4m3fn:per_channel");
+  const auto per_channel = [&](bool one_scale) {
+    KernelOperand o{"v", k, DType::bf16, Tensor(DType::fp8_e4m3fn, k.shape()), Tensor(DType::f32, {B, H, 1, C}), {}};
+    const float* x = k.data<float>();
+    auto* c8 = reinterpret_cast<std::uint8_t*>(o.codes.raw());
+    float all = 0;
+    for (i64 i = 0; i < k.numel(); ++i) all = std::max(all, std::fabs(x[i]));
+    for (i64 h = 0; h < H; ++h)
+      for (i64 c = 0; c < C; ++c) {
+        float amax = 0;
+        for (i64 t = 0; t < T; ++t) amax = std::max(amax, std::fabs(x[(h * T + t) * C + c]));
+        if (one_scale) amax = all;
+        const float mult = 448.0f / amax;
+        o.scales.data<float>()[h * C + c] = amax / 448.0f;
+        for (i64 t = 0; t < T; ++t) {
+          const i64 i = (h * T + t) * C + c;
+          c8[i] = static_cast<std::uint8_t>(ref::encode(FormatId::fp8_e4m3fn, x[i] * mult, ref::Rounding::rne, ref::Overflow::sat_cuda));
+        }
+      }
+    return o;
+  };
+  const auto o = judge_operands(r, kScale, {per_channel(false)});
+  EXPECT_EQ(o.verdict, Verdict::passed) << o.reason;
+  EXPECT_EQ(o.figures.at("v").at("scales").at("groups").get<i64>(), B * H * C);
+  const auto bad = judge_operands(r, kScale, {per_channel(true)});
+  ASSERT_EQ(bad.verdict, Verdict::failed);
+  EXPECT_GT(bad.figures.at("v").at("scales").at("off").get<i64>(), B * H * C / 2);  // K's offsets make every channel's amax its own
+}
+
+// Sage 2's Triton per-thread Q (sm90: 16-row warps, 8 groups of rows t % 8): the reference's
+// own quantization passes; two groups' scales exchanged inside one warp fail there.
+TEST_F(Operands, Int8PerThreadGroupsAreJudgedInTheirOwnGeometry) {
+  Recipe r;
+  r.q = parse_scheme("int8:per_thread=sm90:scale=eps:round=half");
+  const auto qz = ref::quantize(q, r.q);
+  KernelOperand qq{"q", q, DType::f16, qz.codes, qz.scales, {}};
+  const auto o = judge_operands(r, kScale, {qq});
+  ASSERT_EQ(o.verdict, Verdict::passed) << o.reason;
+  float* s = qq.scales.data<float>();  // [B, H, ceil(T / 16), 8]
+  const i64 warp = 5;
+  std::swap(s[warp * 8 + 2], s[warp * 8 + 3]);
+  const auto bad = judge_operands(r, kScale, {qq});
+  ASSERT_EQ(bad.verdict, Verdict::failed);
+  EXPECT_EQ(bad.figures.at("q").at("scales").at("off").get<i64>(), 2) << bad.reason;
+  EXPECT_EQ(bad.figures.at("q").at("scales").at("worst").at("at").at(2).get<i64>(), warp);
+}
+
 TEST_F(Operands, Fp8CodesOfANonFp8DtypeThrow) {
   KernelOperand kk = fp8_op("k", k);
   kk.codes = Tensor(DType::i8, kk.input.shape());
