@@ -26,8 +26,8 @@ using nlohmann::json;
 using i64 = std::int64_t;
 namespace engine = conformance::engine;
 
-// The dtype of a tensor view (torch's names or attest's); int8 only where `allow_i8` (codes).
-// `codes`: also the raw 8-bit kinds a quantizer hands over (int8, uint8, torch's float8 dtypes).
+// The dtype of a tensor view (torch's names or attest's); with `codes` also the raw 8-bit kinds a
+// quantizer hands over (int8, uint8, torch's float8 dtypes).
 DType view_dtype(const std::string& dt, const char* name, bool codes) {
   if (codes && (dt == "i8" || dt == "int8")) return DType::i8;
   if (codes && (dt == "u8" || dt == "uint8")) return DType::u8;
