@@ -33,14 +33,6 @@ double unit_roundoff(DType t) {
   }
 }
 double subnormal_half_spacing(DType t) { return t == DType::f16 ? 0x1p-25 : 0.0; }
-// One ulp of |x| in the input dtype (normal range; the subnormal spacing below it).
-double ulp_in(DType t, double x) {
-  const int mant = t == DType::f16 ? 10 : t == DType::bf16 ? 7 : 23;
-  const int emin = t == DType::f16 ? -14 : -126;
-  const int e = x == 0 ? emin : std::max(emin, std::ilogb(x));
-  return std::ldexp(1.0, e - mant);
-}
-
 // Index into the scales (reference scales_shape order) of element (slab l0, l1, token t, channel c).
 struct Groups {
   Scheme s;
@@ -83,10 +75,14 @@ FormatId fp8_format_of(DType t, const Scheme& s, const std::string& n) {
   }
 }
 
-// One ulp of the fp8 value |c| (the subnormal spacing below the normal range).
+// One ulp of |c| in the format (the subnormal spacing below the normal range).
 double ulp_fmt(const FormatSpec& f, double c) {
   const int e = c == 0 ? f.emin() : std::max(f.emin(), std::ilogb(c));
   return std::ldexp(1.0, e - f.man_bits);
+}
+// One ulp of |x| in the input dtype (f16, bf16 or f32: unit_roundoff has refused the others).
+double ulp_in(DType t, double x) {
+  return ulp_fmt(format_spec(t == DType::f16 ? FormatId::fp16 : t == DType::bf16 ? FormatId::bf16 : FormatId::f32), x);
 }
 
 void require_shape(const Tensor& t, const Shape& want, const std::string& what) {
@@ -346,7 +342,7 @@ Outcome judge_operands(const Recipe& recipe, double sm_scale, const std::vector<
   for (const auto& op : ops) judge_one(recipe, sm_scale, op, figs, bad);
   std::string roles;
   for (const auto& op : ops) roles += (roles.empty() ? "" : ", ") + op.role;
-  figs["bounds"] = "operands.hpp: mean (T-1) u mean|k| + ulp_in; value u_in |x'| (smoothed) + 2u |x'|; scale e/M + 4u S; code 0.5 + e/s";
+  figs["bounds"] = "operands.hpp: mean (T-1) u mean|k| + ulp_in; value u_in |x'| (smoothed) + 2u |x'|; scale e/M + 4u S; code h + e/s (int8 h 0.5, fp8 half a grid step)";
   if (!bad.empty()) return {Verdict::failed, fmt::format("{}", fmt::join(bad, "; ")), figs};
   return {Verdict::passed, fmt::format("{}: every mean, scale and code within its rounding bound of the recipe's quantizer", roles), figs};
 }

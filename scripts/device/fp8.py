@@ -315,7 +315,7 @@ class Fp8Sdpa:
 
     def quantized(self, q, k, v):
         """Q, K, V as this wrapper hands them to the kernel: (dt, q8, k8, v8, dq, dk, dv), dq/dk/dv
-        [1, 1, 1, 1] float32 descales before the descale bugs (applied in __call__)."""
+        [1, 1, 1, 1] float32 descales before the descale bugs (descales() applies them)."""
         dt = E5M2 if self.bug == "p_e5m2" else E4M3
         qb = "saturate_before_scale" if self.bug == "saturate_before_scale" else None
         q8, dq, _ = quantize(q, dt, self.scales.get("q"), qb)

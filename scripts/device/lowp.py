@@ -137,7 +137,7 @@ def run_plants(job, args, res, save) -> None:
             import fp8  # noqa: PLC0415
             kernel, recipe, dtype, dists = "cuDNN FP8 SDPA (fp8.py)", fp8.recipe_name(), "float32", ["normal"]
             # cuDNN itself on the plants' inputs, its wrapper's own FP8 operands under `operands`.
-            plants, control = fp8_plants(), ("cudnn_fp8_unplanted", fp8.cudnn_fp8_sdpa, fp8.Fp8Sdpa("cudnn").operands)
+            plants, control = fp8_plants(), ("cudnn_fp8_unplanted", fp8.cudnn_fp8_sdpa, fp8._PLAIN.operands)
         else:
             kernel, recipe, dtype, dists = "sageattention 1.0.6 (sage_plants.py)", H.sage_recipe(), "float16", \
                 args.plant_dist.split(",")
@@ -155,7 +155,7 @@ def run_plants(job, args, res, save) -> None:
     for dist in dists:
         base = {"kernel": kernel, "problem": shape, "dist": dist, "seed": 1, "recipe": recipe}
         if control and left(args.budget) >= 45:
-            # Sage itself on the plants' inputs: a catch means something only where this passes.
+            # The unplanted kernel on the plants' inputs: a catch means something only where this passes.
             res.setdefault("plant_controls", []).append(
                 judge_plant(control[1], None, {"name": control[0], **base}, dtype=dtype, mutates_inputs=job == "sage_plants",
                             operands=control[2], checks=checks))
